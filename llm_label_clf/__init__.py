@@ -1,0 +1,15 @@
+"""llm_label_clf: any causal LLM served by vLLM as a scikit-learn classifier."""
+
+from .engine import get_engine, shutdown_engines
+from .exceptions import GenerationError, NotFittedError
+from .label_reads import LabelRead, next_token_label_reads
+
+__all__ = [
+    "GenerationError",
+    "LabelRead",
+    "NotFittedError",
+    "get_engine",
+    "next_token_label_reads",
+    "shutdown_engines",
+]
+__version__ = "0.1.0"

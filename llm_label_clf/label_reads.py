@@ -1,0 +1,153 @@
+"""The label-read core: one next-token read per input, run at once on any
+engine client with vLLM's ``EngineClient.generate`` signature, returning the
+full-vocabulary logprobs of chosen label tokens (the contract in
+``shared/spec/label_reads.txt``, ``slots`` included).
+
+This module imports nothing from vLLM, so the same core serves the embedded
+``AsyncLLM`` and the remote-server adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .exceptions import GenerationError
+
+__all__ = ["EngineClientLike", "LabelRead", "Slot", "next_token_label_reads"]
+
+#: One slot: (output position, label token ids read at that position).
+Slot = tuple[int, Sequence[int]]
+
+
+class EngineClientLike(Protocol):
+    """What the core needs of an engine: vLLM's ``EngineClient.generate``."""
+
+    def generate(
+        self, prompt: Any, sampling_params: Any, request_id: str, **kwargs: Any
+    ) -> AsyncIterator[Any]: ...
+
+
+@dataclass(frozen=True)
+class LabelRead:
+    """One read's raw ``RequestOutput`` and its label logprobs."""
+
+    result: Any
+    logprobs: list[float]
+    """Full-vocabulary logprob of each label token, in ``logprob_token_ids``
+    order, or slot after slot with ``slots``."""
+
+    @property
+    def top_token_ids(self) -> list[int]:
+        """The tokens the engine produced (greedy: the model's own top choice)."""
+        return list(self.result.outputs[0].token_ids)
+
+
+async def next_token_label_reads(
+    engine_client: EngineClientLike,
+    engine_inputs: Sequence[Any],
+    sampling_params: Sequence[Any],
+    request_id: str,
+    *,
+    lora_request: Any | None = None,
+    trace_headers: Mapping[str, str] | None = None,
+    priority: int = 0,
+    slots: Sequence[Sequence[Slot]] | None = None,
+) -> list[LabelRead]:
+    """Runs one read per input at once, as request ``{request_id}-{i}``. Each
+    read's params set ``max_tokens=1`` and the label tokens as
+    ``logprob_token_ids``. With ``slots``, read ``i`` takes the logprobs of each
+    (position, label ids) in ``slots[i]`` instead. Raises GenerationError naming
+    the item when a read has no output or lacks a label's logprob.
+
+    Raises ValueError when the sequences differ in length (nothing is dropped),
+    and cancelling the call (Ctrl-C through the sync bridge) cancels every
+    unfinished read, which makes vLLM abort it."""
+    if len(engine_inputs) != len(sampling_params):
+        raise ValueError(
+            f"{len(engine_inputs)} engine_inputs but {len(sampling_params)} "
+            "sampling_params: pass one params object per input"
+        )
+    if slots is not None and len(slots) != len(engine_inputs):
+        raise ValueError(f"{len(engine_inputs)} engine_inputs but {len(slots)} slots")
+
+    async def last_output(i: int, engine_input: Any, params: Any) -> Any:
+        result = None
+        async for result in engine_client.generate(
+            engine_input,
+            params,
+            f"{request_id}-{i}",
+            lora_request=lora_request,
+            trace_headers=trace_headers,
+            priority=priority,
+        ):
+            pass
+        return result
+
+    tasks = [
+        asyncio.ensure_future(last_output(i, engine_input, params))
+        for i, (engine_input, params) in enumerate(zip(engine_inputs, sampling_params))
+    ]
+    try:
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+    _raise_failed(results)
+    return [
+        _read_item(i, result, params, slots[i] if slots is not None else None)
+        for i, (result, params) in enumerate(zip(results, sampling_params))
+    ]
+
+
+def _raise_failed(results: Sequence[Any]) -> None:
+    failed = [(i, r) for i, r in enumerate(results) if isinstance(r, BaseException)]
+    if not failed:
+        return
+    items = [i for i, _ in failed]
+    first_index, first = failed[0]
+    shown = items if len(items) <= 20 else items[:20] + ["..."]
+    raise GenerationError(
+        f"Generation failed for {len(items)} item(s) {shown}; "
+        f"item {first_index}: {type(first).__name__}: {first}",
+        items,
+    ) from first
+
+
+def _read_item(i: int, result: Any, params: Any, item_slots: Sequence[Slot] | None) -> LabelRead:
+    if result is None:
+        raise GenerationError(f"Failed to generate result for item {i}", [i])
+    if not result.outputs:
+        raise GenerationError(f"No output generated for item {i}", [i])
+    output = result.outputs[0]
+    if output.finish_reason == "error":
+        raise GenerationError(f"Generation error for item {i}", [i])
+    if not output.logprobs:
+        raise GenerationError(
+            f"No logprobs available for item {i}. "
+            "This might indicate an issue with logprobs configuration.",
+            [i],
+        )
+    if item_slots is None:
+        item_slots = [(0, params.logprob_token_ids or [])]
+    label_logprobs: list[float] = []
+    for position, label_ids in item_slots:
+        if not 0 <= position < len(output.logprobs):
+            raise GenerationError(
+                f"Slot position {position} is past the {len(output.logprobs)} token(s) "
+                f"generated for item {i}: set max_tokens above the last slot position",
+                [i],
+            )
+        logprobs = output.logprobs[position]
+        missing = [t for t in label_ids if t not in logprobs]
+        if missing:
+            raise GenerationError(
+                f"Token IDs {missing} not found in logprobs for item {i}. "
+                "This might indicate the tokens are outside the model's vocabulary.",
+                [i],
+            )
+        label_logprobs += [logprobs[t].logprob for t in label_ids]
+    return LabelRead(result, label_logprobs)
