@@ -1,12 +1,15 @@
 """llm_label_clf: any causal LLM served by vLLM as a scikit-learn classifier."""
 
+from .classifier import LLMLabelClassifier
 from .engine import get_engine, shutdown_engines
-from .exceptions import GenerationError, NotFittedError
+from .exceptions import GenerationError, LowLabelMassWarning, NotFittedError
 from .label_reads import LabelRead, next_token_label_reads
 
 __all__ = [
     "GenerationError",
+    "LLMLabelClassifier",
     "LabelRead",
+    "LowLabelMassWarning",
     "NotFittedError",
     "get_engine",
     "next_token_label_reads",

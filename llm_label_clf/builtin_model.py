@@ -97,6 +97,7 @@ def _ensure_converted(name: str) -> Path:
         try:
             _convert(gguf, tmp)
             _write_manifest(tmp)
+            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache may be shared
             os.replace(tmp, target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

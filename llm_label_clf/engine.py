@@ -8,7 +8,9 @@ plain-data spec. A dead engine (its process killed) is replaced on next use.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import gc
 import json
 import logging
 import os
@@ -116,13 +118,18 @@ def _start_engine(model: str, options: dict[str, Any]) -> Engine:
             args.update(cpu_defaults())
         args.update(options)
         client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        return Engine(
-            model=model,
-            options=options,
-            client=client,
-            tokenizer=client.get_tokenizer(),
-            max_model_len=client.model_config.max_model_len,
-        )
+        try:
+            return Engine(
+                model=model,
+                options=options,
+                client=client,
+                tokenizer=client.get_tokenizer(),
+                max_model_len=client.model_config.max_model_len,
+            )
+        finally:
+            # vLLM keeps a reference to this frame; without this the client
+            # would outlive shutdown and be finalised during interpreter teardown.
+            del client
 
     logger.info("Starting a vLLM engine for %s", model)
     engine = run_sync(create())
@@ -139,10 +146,20 @@ def _shutdown_one(engine: Engine) -> None:
     client, engine.client = engine.client, None
     if client is None:
         return
-    try:
+    async def close() -> None:
+        # Stop reading outputs first, so the engine process exiting is not logged as a failure.
+        handler = getattr(client, "output_handler", None)
+        if handler is not None and not handler.done():
+            handler.cancel()
+            await asyncio.sleep(0)
         client.shutdown()
+
+    try:
+        run_sync(close())
     except Exception:  # a dead engine may fail to shut down cleanly; nothing to keep
         logger.debug("Engine shutdown raised", exc_info=True)
+    del client
+    gc.collect()  # AsyncLLM sits in reference cycles: collect it while its modules are alive
 
 
 def shutdown_engines() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from sklearn.exceptions import NotFittedError
 
-__all__ = ["GenerationError", "NotFittedError"]
+__all__ = ["GenerationError", "LowLabelMassWarning", "NotFittedError"]
 
 
 class GenerationError(RuntimeError):
@@ -17,3 +17,8 @@ class GenerationError(RuntimeError):
     def __init__(self, message: str, items: Sequence[int] = ()) -> None:
         super().__init__(message)
         self.items: tuple[int, ...] = tuple(items)
+
+
+class LowLabelMassWarning(UserWarning):
+    """The model put little probability on any label for some texts: its
+    answer is probably not among the labels (reword the prompt or labels)."""

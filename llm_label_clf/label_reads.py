@@ -70,7 +70,7 @@ async def next_token_label_reads(
             f"{len(engine_inputs)} engine_inputs but {len(sampling_params)} "
             "sampling_params: pass one params object per input"
         )
-    if slots is not None and len(slots) != len(engine_inputs):
+    if slots and len(slots) != len(engine_inputs):
         raise ValueError(f"{len(engine_inputs)} engine_inputs but {len(slots)} slots")
 
     async def last_output(i: int, engine_input: Any, params: Any) -> Any:
@@ -97,10 +97,25 @@ async def next_token_label_reads(
             task.cancel()
         raise
     _raise_failed(results)
-    return [
-        _read_item(i, result, params, slots[i] if slots is not None else None)
-        for i, (result, params) in enumerate(zip(results, sampling_params))
-    ]
+    reads: list[LabelRead] = []
+    failed: list[tuple[int, BaseException]] = []
+    for i, (result, params) in enumerate(zip(results, sampling_params)):
+        try:
+            reads.append(_read_item(i, result, params, slots[i] if slots else None))
+        except GenerationError as exc:
+            failed.append((i, exc))
+    if len(failed) == 1:
+        raise failed[0][1]
+    _raise_failed(_placed(failed, len(results)))  # no-op when nothing failed
+    return reads
+
+
+def _placed(failed: Sequence[tuple[int, BaseException]], n: int) -> list[Any]:
+    """Errors at their item positions, None elsewhere (for ``_raise_failed``)."""
+    placed: list[Any] = [None] * n
+    for i, exc in failed:
+        placed[i] = exc
+    return placed
 
 
 def _raise_failed(results: Sequence[Any]) -> None:
@@ -137,8 +152,9 @@ def _read_item(i: int, result: Any, params: Any, item_slots: Sequence[Slot] | No
     for position, label_ids in item_slots:
         if not 0 <= position < len(output.logprobs):
             raise GenerationError(
-                f"Slot position {position} is past the {len(output.logprobs)} token(s) "
-                f"generated for item {i}: set max_tokens above the last slot position",
+                f"Slot position {position} is outside the {len(output.logprobs)} token(s) "
+                f"generated for item {i}: positions count from 0, and max_tokens must "
+                "exceed the last slot position",
                 [i],
             )
         logprobs = output.logprobs[position]

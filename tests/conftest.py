@@ -1,0 +1,58 @@
+"""Shared fixtures: one default engine per test session, the built-in model's
+converted folder, the datasets folder and a transformers fp32 reference model.
+Helpers that are plain functions live in ``tests/helpers.py``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import HFModel
+
+#: Where the datasets live unless LLM_LABEL_CLF_DATASETS says otherwise:
+#: ``shared/datasets`` beside the repository root.
+DEFAULT_DATASETS_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """The default engine (built-in model, default options), started once per
+    session; every engine the session started is shut down at its end."""
+    from llm_label_clf import get_engine, shutdown_engines
+
+    started = get_engine()
+    yield started
+    shutdown_engines()
+
+
+@pytest.fixture(scope="session")
+def model_path() -> str:
+    """The built-in model's converted Hugging Face folder (in the user cache)."""
+    from llm_label_clf.builtin_model import resolve_model
+    from llm_label_clf.engine import DEFAULT_MODEL
+
+    return resolve_model(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def datasets_dir() -> Path:
+    """The labelled CSV datasets: ``$LLM_LABEL_CLF_DATASETS`` or ``shared/datasets``."""
+    folder = Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS_DIR)
+    if not (folder / "sst2_dev.csv").is_file():
+        pytest.fail(f"no datasets in {folder}: set LLM_LABEL_CLF_DATASETS to the datasets folder")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def hf_model_fp32(model_path: str) -> HFModel:
+    """The built-in model loaded by transformers in float32, eval mode, with its
+    tokenizer: the reference that engine logprobs are checked against."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    model.eval()
+    return HFModel(model=model, tokenizer=tokenizer)
