@@ -32,7 +32,6 @@ from .scoring import LabelScores, read_label_logprobs
 __all__ = ["LLMLabelClassifier"]
 
 _LOW_MASS_POLICIES = ("ignore", "raise", "warn")
-_CHAT_CHOICES = (False, True, "auto")
 #: How many training rows are rendered to check that labels tokenize the same after each.
 _LABEL_CHECK_ROWS = 4
 
@@ -55,7 +54,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
     prompt : str or None
         A template with ``{text}`` (or, for DataFrame input, fields named after
         columns) and optionally ``{labels}`` (the labels listed, "a, b or c").
-        None uses ``"Text: {text}\\nAnswer ({labels}):"``.
+        None uses ``"Text: {text}\\nLabel:"``.
     instructions : str or None
         A line put before the prompt (the system message in chat mode).
     chat : bool or "auto", default=False
@@ -71,7 +70,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
     low_mass : {"warn", "raise", "ignore"}, default="warn"
         What to do when the labels' total probability for a text is below
         ``low_mass_threshold`` (the model wanted to answer something else).
-    low_mass_threshold : float, default=1e-3
+    low_mass_threshold : float, default=1e-4
 
     Attributes
     ----------
@@ -100,7 +99,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         batch_size: int = 512,
         progress: bool = True,
         low_mass: str = "warn",
-        low_mass_threshold: float = 1e-3,
+        low_mass_threshold: float = 1e-4,
     ) -> None:
         self.model = model
         self.engine_options = engine_options
@@ -139,7 +138,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             raise bad("prompt", "must be None or a template string with {text}")
         if self.instructions is not None and not isinstance(self.instructions, str):
             raise bad("instructions", "must be None or a string")
-        if not any(self.chat is c for c in _CHAT_CHOICES) and self.chat != "auto":
+        if not (self.chat is True or self.chat is False or self.chat == "auto"):
             raise bad("chat", "must be True, False or 'auto'")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1:
             raise bad("batch_size", "must be a positive integer")
@@ -189,7 +188,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         self.verbalizers_ = [
             [in_context_verbalizer(a, prompt_end, chat=self.chat_) for a in aliases] for aliases in class_labels
         ]
-        samples = [self._render(template, r, engine) for r in records[:_LABEL_CHECK_ROWS]]
+        listed = self._listed_labels()
+        samples = [self._render(template, r, engine, listed) for r in records[:_LABEL_CHECK_ROWS]]
         self.label_token_ids_ = label_token_ids(
             engine.tokenizer, samples, self.verbalizers_, self.classes_.tolist(), add_special_tokens=not self.chat_
         )
@@ -224,8 +224,11 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ rendering
 
-    def _render(self, template: PromptTemplate, record: Mapping[str, str], engine: Engine) -> str:
-        listed = join_labels([aliases[0].strip() for aliases in self.verbalizers_])
+    def _listed_labels(self) -> str:
+        """What ``{labels}`` renders to: each class's first label, listed."""
+        return join_labels([aliases[0].strip() for aliases in self.verbalizers_])
+
+    def _render(self, template: PromptTemplate, record: Mapping[str, str], engine: Engine, listed: str) -> str:
         body = template.render({LABELS_FIELD: listed, **record})
         if self.chat_:
             return render_chat(engine.tokenizer, body, self.instructions)
@@ -235,7 +238,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         template = PromptTemplate.parse(self.prompt_)
         if records:
             self._check_fields(template, records[0])
-        texts = [self._render(template, r, engine) for r in records]
+        listed = self._listed_labels()
+        texts = [self._render(template, r, engine, listed) for r in records]
         ids = engine.tokenizer(texts, add_special_tokens=not self.chat_)["input_ids"] if texts else []
         limit = engine.max_model_len - 1
         for i, row in enumerate(ids):
