@@ -344,7 +344,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     proba, predicted, clf = _classify_frame(frame, labels, args)
     pred = np.asarray(predicted, dtype=object)
     print(classification_report(gold, pred, labels=labels, digits=3, zero_division=0))
-    print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, proba, labels=labels):.3f}")
+    # log_loss reads y_pred's columns in sorted-label order, which clf.classes_ is
+    sorted_proba = proba[:, [labels.index(c) for c in clf.classes_.tolist()]]
+    print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, sorted_proba, labels=clf.classes_):.3f}")
     if args.output is not None:
         _write_table(_with_predictions(frame, labels, proba, predicted, "evaluate"), args.output)
         if args.output != "-":
@@ -353,6 +355,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------ parser
+
+
+def _unescape(value: str) -> str:
+    r"""Lets ``--prompt 'Review: {text}\nSentiment:'`` mean a line break, as
+    shells pass backslash-n through as two characters: ``\n`` is a newline,
+    ``\t`` a tab and ``\\`` one backslash; any other backslash stays."""
+    import re
+
+    return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t", "\\": "\\"}[m.group(1)], value)
 
 
 def _chat(value: str) -> bool | str:
@@ -381,10 +392,11 @@ def _add_model_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--prompt",
         default=None,
+        type=_unescape,
         help=f"template: {{text}} is the text column, {{labels}} the labels listed, any other "
-        f"{{field}} the column of that name (default: {DEFAULT_PROMPT!r})",
+        f"{{field}} the column of that name; \\n is a line break (default: {DEFAULT_PROMPT!r})",
     )
-    command.add_argument("--instructions", default=None, help="a line put before the prompt")
+    command.add_argument("--instructions", default=None, type=_unescape, help="a line put before the prompt")
     command.add_argument("--chat", type=_chat, default=False, help="true, false or auto: use the chat template")
     command.add_argument("--batch-size", type=_positive_int, default=512, help="texts per engine call (default 512)")
     command.add_argument(
