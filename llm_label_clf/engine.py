@@ -140,22 +140,24 @@ def _start_engine(model: str, options: dict[str, Any]) -> Engine:
     return engine
 
 
+async def _close(client: Any) -> None:
+    """Shuts ``client`` down on the library loop, its output reader first, so the
+    engine process exiting is not logged as a failure."""
+    handler = getattr(client, "output_handler", None)
+    if handler is not None and not handler.done():
+        handler.cancel()
+        await asyncio.sleep(0)
+    client.shutdown()
+
+
 def _shutdown_one(engine: Engine) -> None:
     # Drop our reference too, so AsyncLLM.__del__ runs now rather than during
     # interpreter teardown, when the modules it needs are already gone.
     client, engine.client = engine.client, None
     if client is None:
         return
-    async def close() -> None:
-        # Stop reading outputs first, so the engine process exiting is not logged as a failure.
-        handler = getattr(client, "output_handler", None)
-        if handler is not None and not handler.done():
-            handler.cancel()
-            await asyncio.sleep(0)
-        client.shutdown()
-
     try:
-        run_sync(close())
+        run_sync(_close(client))
     except Exception:  # a dead engine may fail to shut down cleanly; nothing to keep
         logger.debug("Engine shutdown raised", exc_info=True)
     del client

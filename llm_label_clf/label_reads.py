@@ -88,7 +88,7 @@ async def next_token_label_reads(
 
     tasks = [
         asyncio.ensure_future(last_output(i, engine_input, params))
-        for i, (engine_input, params) in enumerate(zip(engine_inputs, sampling_params))
+        for i, (engine_input, params) in enumerate(zip(engine_inputs, sampling_params, strict=True))
     ]
     try:
         results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -99,7 +99,7 @@ async def next_token_label_reads(
     _raise_failed(results)
     reads: list[LabelRead] = []
     failed: list[tuple[int, BaseException]] = []
-    for i, (result, params) in enumerate(zip(results, sampling_params)):
+    for i, (result, params) in enumerate(zip(results, sampling_params, strict=True)):
         try:
             reads.append(_read_item(i, result, params, slots[i] if slots else None))
         except GenerationError as exc:

@@ -38,11 +38,11 @@ def label_token_ids(
     result: list[list[int]] = []
     owner: dict[int, tuple[Any, str]] = {}
     encoded_prompts = [tokenizer.encode(p, add_special_tokens=add_special_tokens) for p in prompts]
-    for class_name, aliases in zip(class_names, verbalizers):
+    for class_name, aliases in zip(class_names, verbalizers, strict=True):
         ids: list[int] = []
         for alias in aliases:
             token = None
-            for prompt, prompt_ids in zip(prompts, encoded_prompts):
+            for prompt, prompt_ids in zip(prompts, encoded_prompts, strict=True):
                 full = tokenizer.encode(prompt + alias, add_special_tokens=add_special_tokens)
                 if full[: len(prompt_ids)] != prompt_ids:
                     raise ValueError(

@@ -56,3 +56,12 @@ def hf_model_fp32(model_path: str) -> HFModel:
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     model.eval()
     return HFModel(model=model, tokenizer=tokenizer)
+
+
+@pytest.fixture(scope="session")
+def sst2_all(datasets_dir: Path):
+    """All SST-2 dev texts (list) and labels (array); modules slice what they need."""
+    import pandas as pd
+
+    frame = pd.read_csv(datasets_dir / "sst2_dev.csv")
+    return frame["text"].tolist(), frame["label"].to_numpy()

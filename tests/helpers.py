@@ -130,3 +130,13 @@ def wait_until(condition: Any, deadline_s: float = 30.0, step_s: float = 0.01) -
     while not (ok := bool(condition())) and time.monotonic() < end:
         time.sleep(step_s)
     return ok
+
+
+def make_classifier(**params: Any) -> Any:
+    """An LLMLabelClassifier on the SST-2 prompt with no progress bar, unless
+    ``params`` say otherwise."""
+    from llm_label_clf import LLMLabelClassifier
+
+    params.setdefault("prompt", SST2_TEMPLATE)
+    params.setdefault("progress", False)
+    return LLMLabelClassifier(**params)

@@ -12,22 +12,20 @@ import pandas as pd
 import pytest
 from scipy.special import logsumexp, softmax
 
-from helpers import SST2_TEMPLATE, load_texts, read_label_logprobs
+from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
 from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, NotFittedError
 
 N_TEXTS = 24
 
 
 @pytest.fixture(scope="module")
-def sst2(datasets_dir):
-    frame = pd.read_csv(datasets_dir / "sst2_dev.csv").iloc[:N_TEXTS]
-    return frame["text"].tolist(), frame["label"].to_numpy()
+def sst2(sst2_all):
+    X, y = sst2_all
+    return X[:N_TEXTS], y[:N_TEXTS]
 
 
 def make(**params) -> LLMLabelClassifier:
-    params.setdefault("prompt", SST2_TEMPLATE)
-    params.setdefault("progress", False)
-    return LLMLabelClassifier(**params)
+    return make_classifier(**params)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import estimator_checks as checks
 
-from helpers import SST2_TEMPLATE
+from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier
 from llm_label_clf.engine import engine_count
 
@@ -29,16 +29,14 @@ N_TEXTS = 40
 
 
 @pytest.fixture(scope="module")
-def sst2(datasets_dir):
-    frame = pd.read_csv(datasets_dir / "sst2_dev.csv").iloc[:N_TEXTS]
-    return frame["text"].tolist(), frame["label"].to_numpy()
+def sst2(sst2_all):
+    X, y = sst2_all
+    return X[:N_TEXTS], y[:N_TEXTS]
 
 
 def make(**params) -> LLMLabelClassifier:
-    params.setdefault("prompt", SST2_TEMPLATE)
-    params.setdefault("progress", False)
     params.setdefault("low_mass", "ignore")
-    return LLMLabelClassifier(**params)
+    return make_classifier(**params)
 
 
 @pytest.fixture(scope="module")
