@@ -31,6 +31,13 @@ from .scoring import LabelScores, read_label_logprobs
 
 __all__ = ["LLMLabelClassifier"]
 
+
+def _progress_bar(total: int) -> Any:
+    """A tqdm bar (notebook widget where available), imported only when shown."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="text")
+
 _LOW_MASS_POLICIES = ("ignore", "raise", "warn")
 #: How many training rows are rendered to check that labels tokenize the same after each.
 _LABEL_CHECK_ROWS = 4
@@ -268,12 +275,15 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         flat, _ = self._flat_label_ids()
         parts: list[LabelScores] = []
         chunks = self._chunks(len(prompts))
-        from tqdm.auto import tqdm
-
-        with tqdm(total=len(prompts), disable=not self.progress or len(chunks) < 2, unit="text") as bar:
+        bar = _progress_bar(len(prompts)) if self.progress and len(chunks) > 1 else None
+        try:
             for start, stop in chunks:
                 parts.append(run_sync(read_label_logprobs(engine, prompts[start:stop], flat, offset=start)))
-                bar.update(stop - start)
+                if bar is not None:
+                    bar.update(stop - start)
+        finally:
+            if bar is not None:
+                bar.close()
         return self._concat(parts, len(flat))
 
     async def _aread(self, X: Any) -> LabelScores:
