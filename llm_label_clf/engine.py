@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,11 +110,14 @@ def _start_engine(model: str, options: dict[str, Any]) -> Engine:
     path = resolve_model(model)
 
     async def create() -> Engine:
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.platforms import current_platform
-        from vllm.v1.engine.async_llm import AsyncLLM
+        with warnings.catch_warnings():
+            # torch deprecations that vLLM's import triggers; nothing for our users to act on
+            warnings.simplefilter("ignore", FutureWarning)
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.platforms import current_platform
+            from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = {"model": path, "disable_log_stats": True}
+        args = {"model": path, "disable_log_stats": True, "use_tqdm_on_load": False}
         if current_platform.is_cpu():
             args.update(cpu_defaults())
         args.update(options)
