@@ -2,7 +2,7 @@
 
 from .classifier import LLMLabelClassifier
 from .engine import get_engine, shutdown_engines
-from .exceptions import GenerationError, LowLabelMassWarning, NotFittedError
+from .exceptions import GenerationError, LowLabelMassWarning, NotFittedError, TruncationWarning
 from .label_reads import LabelRead, next_token_label_reads
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "NotFittedError",
     "get_engine",
     "next_token_label_reads",
+    "TruncationWarning",
     "shutdown_engines",
 ]
 __version__ = "0.1.0"

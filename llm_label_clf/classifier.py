@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from ._bridge import get_loop, run_sync
 from ._inputs import as_records
 from .engine import DEFAULT_MODEL, Engine, get_engine
-from .exceptions import LowLabelMassWarning
+from .exceptions import LowLabelMassWarning, TruncationWarning
 from .label_tokens import in_context_verbalizer, label_token_ids
 from .prompts import DEFAULT_PROMPT, LABELS_FIELD, PromptTemplate, join_labels, render_chat
 from .scoring import LabelScores, read_label_logprobs
@@ -39,6 +39,7 @@ def _progress_bar(total: int) -> Any:
     return tqdm(total=total, unit="text")
 
 _LOW_MASS_POLICIES = ("ignore", "raise", "warn")
+_TOO_LONG_POLICIES = ("raise", "truncate")
 #: How many training rows are rendered to check that labels tokenize the same after each.
 _LABEL_CHECK_ROWS = 4
 
@@ -78,6 +79,10 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         What to do when the labels' total probability for a text is below
         ``low_mass_threshold`` (the model wanted to answer something else).
     low_mass_threshold : float, default=1e-4
+    too_long : {"truncate", "raise"}, default="truncate"
+        A text whose prompt is longer than the model reads is cut at its end
+        (never the instructions or the answer cue) with a ``TruncationWarning``,
+        or refused with an error naming the item.
 
     Attributes
     ----------
@@ -107,6 +112,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         progress: bool = True,
         low_mass: str = "warn",
         low_mass_threshold: float = 1e-4,
+        too_long: str = "truncate",
     ) -> None:
         self.model = model
         self.engine_options = engine_options
@@ -119,6 +125,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         self.progress = progress
         self.low_mass = low_mass
         self.low_mass_threshold = low_mass_threshold
+        self.too_long = too_long
 
     # ------------------------------------------------------------------ fit
 
@@ -155,6 +162,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             raise bad("low_mass", f"must be one of {sorted(_LOW_MASS_POLICIES)}")
         if not isinstance(self.low_mass_threshold, numbers.Real) or not 0 <= self.low_mass_threshold < 1:
             raise bad("low_mass_threshold", "must be a number in [0, 1)")
+        if self.too_long not in _TOO_LONG_POLICIES:
+            raise bad("too_long", f"must be one of {sorted(_TOO_LONG_POLICIES)}")
         try:
             check_random_state(self.random_state)
         except ValueError:
@@ -180,7 +189,13 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         for i, value in enumerate(y):
             if value is None or (isinstance(value, float) and np.isnan(value)):
                 raise ValueError(f"y item {i} is missing ({value!r}); every text needs a label")
-        self.classes_ = np.unique(y)
+        try:
+            self.classes_ = np.unique(y)
+        except TypeError:
+            kinds = sorted({type(v).__name__ for v in y})
+            raise ValueError(
+                f"y mixes label types {kinds}; use one type for every label (e.g. all str)"
+            ) from None
         class_labels = self._class_labels()
         engine = self._engine()
         self.chat_ = bool(engine.tokenizer.chat_template) if self.chat == "auto" else bool(self.chat)
@@ -204,7 +219,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
     def _class_labels(self) -> list[list[str]]:
         if self.labels is None:
-            return [[str(c)] for c in self.classes_]
+            return [[str(c)] for c in self.classes_.tolist()]
         known = set(self.classes_.tolist())
         unknown = [c for c in self.labels if c not in known]
         if unknown:
@@ -249,13 +264,51 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         texts = [self._render(template, r, engine, listed) for r in records]
         ids = engine.tokenizer(texts, add_special_tokens=not self.chat_)["input_ids"] if texts else []
         limit = engine.max_model_len - 1
+        truncated = []
         for i, row in enumerate(ids):
-            if len(row) > limit:
+            if len(row) <= limit:
+                continue
+            if self.too_long == "raise":
                 raise ValueError(
                     f"X item {i} is {len(row)} tokens with the prompt; the model reads at most "
-                    f"{limit}: shorten the text or raise engine_options['max_model_len']"
+                    f"{limit}: shorten the text, raise engine_options['max_model_len'], or set "
+                    "too_long='truncate'"
                 )
+            ids[i] = self._truncate(i, template, records[i], engine, listed, limit)
+            truncated.append(i)
+        if truncated:
+            shown = truncated if len(truncated) <= 10 else [*truncated[:10], "..."]
+            warnings.warn(
+                f"{len(truncated)} text(s) were longer than the model reads ({limit} tokens with the "
+                f"prompt) and were cut at the end: items {shown}. Set too_long='raise' to refuse them",
+                TruncationWarning,
+                stacklevel=4,
+            )
         return ids
+
+    def _truncate(
+        self, i: int, template: PromptTemplate, record: Mapping[str, str], engine: Engine, listed: str, limit: int
+    ) -> list[int]:
+        """Cuts the end of the record's longest field until the rendered prompt fits
+        ``limit`` tokens; the instructions and the answer cue are never cut."""
+        tokenizer = engine.tokenizer
+        fields = [f for f in template.fields if f in record]
+        field = max(fields, key=lambda f: len(record[f]))
+        value = record[field]
+        for _ in range(8):  # re-tokenizing at the cut can add a token or two; converge
+            row = tokenizer.encode(
+                self._render(template, {**record, field: value}, engine, listed), add_special_tokens=not self.chat_
+            )
+            if len(row) <= limit:
+                return row
+            value_ids = tokenizer.encode(value, add_special_tokens=False)
+            if not value_ids:
+                break
+            value = tokenizer.decode(value_ids[: max(0, len(value_ids) - (len(row) - limit) - 2)])
+        raise ValueError(
+            f"X item {i} cannot be truncated to fit: the prompt around field {{{field}}} is already "
+            f"too long for the model's {limit} tokens; shorten the instructions or the other fields"
+        )
 
     # ----------------------------------------------------------- prediction
 

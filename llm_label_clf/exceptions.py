@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from sklearn.exceptions import NotFittedError
 
-__all__ = ["GenerationError", "LowLabelMassWarning", "NotFittedError"]
+__all__ = ["GenerationError", "LowLabelMassWarning", "NotFittedError", "TruncationWarning"]
 
 
 class GenerationError(RuntimeError):
@@ -22,3 +22,7 @@ class GenerationError(RuntimeError):
 class LowLabelMassWarning(UserWarning):
     """The model put little probability on any label for some texts: its
     answer is probably not among the labels (reword the prompt or labels)."""
+
+
+class TruncationWarning(UserWarning):
+    """Some texts were cut at their end to fit the model's context length."""

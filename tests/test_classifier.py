@@ -13,7 +13,7 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
-from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, NotFittedError
+from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, NotFittedError, TruncationWarning
 
 N_TEXTS = 24
 
@@ -253,6 +253,7 @@ def test_unfitted_estimator_raises_not_fitted():
         ("progress", "no"),
         ("low_mass", "shout"),
         ("low_mass_threshold", 1.5),
+        ("too_long", "cut"),
         ("random_state", "seed"),
     ],
 )
@@ -274,6 +275,28 @@ def test_fit_checks_y(sst2):
         make(labels={"positive": "positive", "negative": "negative", "neutral": "neutral"}).fit(X, y)
     with pytest.raises(ValueError, match=r"labels has no label for classes \['positive'\]"):
         make(labels={"negative": "negative"}).fit(X, y)
+    mixed = np.array(["positive", 1] * (len(X) // 2), dtype=object)
+    with pytest.raises(ValueError, match=r"y mixes label types \['int', 'str'\]"):
+        make().fit(X, mixed)
+    with pytest.raises(ValueError, match=r"y should be a 1d array"):
+        make().fit(X, np.stack([y, y], axis=1))
     with pytest.raises(ValueError, match="at least one labelled example"):
         make().fit([], [])
     assert math.isfinite(make().fit(X, y).score(X, y))
+
+
+def test_too_long_texts_are_cut_at_the_end_or_refused(engine, sst2, fitted):
+    """A text past the context is cut at its end, keeping the answer cue, with a
+    warning naming it; its batch-mates are untouched. too_long='raise' refuses it."""
+    X, y = sst2
+    long_text = "great " * (engine.max_model_len + 500)
+    with pytest.warns(TruncationWarning, match=r"1 text\(s\) .* items \[1\]"):
+        proba = fitted.predict_proba([X[0], long_text, X[1]])
+    np.testing.assert_allclose(proba[[0, 2]], fitted.predict_proba([X[0], X[1]]), atol=1e-12)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    with pytest.warns(TruncationWarning):
+        ids = fitted._prompt_token_ids([{"text": long_text}], engine)[0]
+    assert len(ids) <= engine.max_model_len - 1
+    assert engine.tokenizer.decode(ids).endswith("great\nSentiment (positive or negative):")
+    with pytest.raises(ValueError, match=r"X item 1 is \d+ tokens .* too_long='truncate'"):
+        make(too_long="raise").fit(X, y).predict_proba([X[0], long_text])

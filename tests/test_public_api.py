@@ -15,6 +15,7 @@ def test_all_is_pinned():
         "LabelRead",
         "LowLabelMassWarning",
         "NotFittedError",
+        "TruncationWarning",
         "get_engine",
         "next_token_label_reads",
         "shutdown_engines",
