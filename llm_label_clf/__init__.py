@@ -11,9 +11,9 @@ __all__ = [
     "LabelRead",
     "LowLabelMassWarning",
     "NotFittedError",
+    "TruncationWarning",
     "get_engine",
     "next_token_label_reads",
-    "TruncationWarning",
     "shutdown_engines",
 ]
 __version__ = "0.1.0"

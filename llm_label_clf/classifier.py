@@ -32,16 +32,17 @@ from .scoring import LabelScores, read_label_logprobs
 __all__ = ["LLMLabelClassifier"]
 
 
+_LOW_MASS_POLICIES = ("ignore", "raise", "warn")
+_TOO_LONG_POLICIES = ("raise", "truncate")
+#: How many training rows are rendered to check that labels tokenize the same after each.
+_LABEL_CHECK_ROWS = 4
+
+
 def _progress_bar(total: int) -> Any:
     """A tqdm bar (notebook widget where available), imported only when shown."""
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="text")
-
-_LOW_MASS_POLICIES = ("ignore", "raise", "warn")
-_TOO_LONG_POLICIES = ("raise", "truncate")
-#: How many training rows are rendered to check that labels tokenize the same after each.
-_LABEL_CHECK_ROWS = 4
 
 
 class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
@@ -371,8 +372,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             out[:, k] = logsumexp(scores.logprobs[:, owner == k], axis=1)
         return out
 
-    def _log_proba(self, scores: LabelScores) -> np.ndarray:
-        class_lp = self._class_logprobs(scores)
+    def _log_proba(self, class_lp: np.ndarray) -> np.ndarray:
+        """Normalises per-class logprobs over the classes, after the low-mass check."""
         self._check_mass(class_lp)
         if class_lp.shape[0] == 0:
             return class_lp
@@ -396,7 +397,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Log-probabilities, columns in ``classes_`` order."""
-        return self._log_proba(self._read(X))
+        return self._log_proba(self._class_logprobs(self._read(X)))
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Probabilities (rows sum to 1), columns in ``classes_`` order."""
@@ -405,7 +406,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
     async def apredict_proba(self, X: Any) -> np.ndarray:
         """``predict_proba`` for callers already inside an event loop; it does
         not block that loop while the engine works."""
-        return np.exp(self._log_proba(await self._aread(X)))
+        return np.exp(self._log_proba(self._class_logprobs(await self._aread(X))))
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class of each text."""
@@ -427,7 +428,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         ``predicted``."""
         scores = self._read(X)
         class_lp = self._class_logprobs(scores)
-        proba = np.exp(self._log_proba(scores))
+        proba = np.exp(self._log_proba(class_lp))
         flat, _ = self._flat_label_ids()
         engine = self._engine()
         frame = pd.DataFrame({f"proba_{c}": proba[:, k] for k, c in enumerate(self.classes_)})

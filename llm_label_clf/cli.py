@@ -45,7 +45,6 @@ class EngineFailure(Exception):
 
 def _demo(args: argparse.Namespace) -> int:
     import pandas as pd
-    from sklearn.metrics import accuracy_score, classification_report, log_loss
 
     from .classifier import LLMLabelClassifier
 
@@ -64,14 +63,21 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     proba = clf.predict_proba(texts)
     elapsed = time.perf_counter() - started
-    pred = clf.classes_[proba.argmax(axis=1)]
-    print(classification_report(y, pred, digits=3))
-    print(f"accuracy {accuracy_score(y, pred):.3f}  log-loss {log_loss(y, proba, labels=clf.classes_):.3f}")
+    _print_report(y, clf.classes_[proba.argmax(axis=1)], proba, clf.classes_)
     print(
         f"{len(texts) / elapsed:.1f} texts/s on predict_proba "
         f"(engine start and fit: {started - start:.1f} s)"
     )
     return 0
+
+
+def _print_report(gold: Any, pred: Any, proba: Any, classes: Any, labels: Sequence[str] | None = None) -> None:
+    """scikit-learn's classification report, then accuracy and log-loss.
+    ``proba``'s columns are in ``classes`` order (sorted, as log_loss reads them)."""
+    from sklearn.metrics import accuracy_score, classification_report, log_loss
+
+    print(classification_report(gold, pred, labels=labels, digits=3, zero_division=0))
+    print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, proba, labels=classes):.3f}")
 
 
 # ------------------------------------------------------------ tables
@@ -319,7 +325,6 @@ def _classify(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     import numpy as np
-    from sklearn.metrics import accuracy_score, classification_report, log_loss
 
     labels = _parse_labels(args.labels) if args.labels is not None else None
     _check_output(args.output)
@@ -342,11 +347,9 @@ def _evaluate(args: argparse.Namespace) -> int:
                 f"that are not in --labels {args.labels!r}"
             )
     proba, predicted, clf = _classify_frame(frame, labels, args)
-    pred = np.asarray(predicted, dtype=object)
-    print(classification_report(gold, pred, labels=labels, digits=3, zero_division=0))
     # log_loss reads y_pred's columns in sorted-label order, which clf.classes_ is
     sorted_proba = proba[:, [labels.index(c) for c in clf.classes_.tolist()]]
-    print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, sorted_proba, labels=clf.classes_):.3f}")
+    _print_report(gold, np.asarray(predicted, dtype=object), sorted_proba, clf.classes_, labels)
     if args.output is not None:
         _write_table(_with_predictions(frame, labels, proba, predicted, "evaluate"), args.output)
         if args.output != "-":
