@@ -38,7 +38,7 @@ def as_records(X: Any) -> list[Record]:
             records.append(
                 {
                     column: _check_text(value, f"row {row_number} (index {X.index[row_number]!r}), column {column!r}")
-                    for column, value in zip(columns, row)
+                    for column, value in zip(columns, row, strict=True)
                 }
             )
         return records

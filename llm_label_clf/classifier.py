@@ -23,24 +23,19 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import get_loop, run_sync
 from ._inputs import as_records
+from ._learning import LearningMixin
 from ._outputs import output_labels, output_prompts
+from ._prompting import PromptingMixin
 from ._targets import Target, as_target
 from .calibration import (
     CALIBRATIONS,
-    MIN_BATCH,
-    LearnedCalibrator,
-    batch_bias,
-    content_free_records,
-    contextual_bias,
-    debias,
 )
 from .engine import DEFAULT_MODEL, Engine, get_engine
-from .exceptions import LowLabelMassWarning, TruncationWarning
-from .few_shot import examples_block, select_examples
+from .exceptions import LowLabelMassWarning
 from .label_tokens import distinct_first_tokens, in_context_verbalizer, label_token_sequences
 from .label_trie import LabelTrie
-from .options import OPTIONS_FIELD, option_codes, options_block, with_options
-from .prompts import DEFAULT_PROMPT, LABELS_FIELD, PromptTemplate, join_labels, render_chat
+from .options import option_codes
+from .prompts import DEFAULT_PROMPT, PromptTemplate
 from .scoring import LabelScores, read_sequence_logprobs
 
 __all__ = ["LLMLabelClassifier"]
@@ -52,10 +47,7 @@ _LABEL_MODES = ("auto", "first_token", "full_sequence", "options")
 _LENGTH_NORMS = (None, "token", "char")
 #: How many training rows are rendered to check that labels tokenize the same after each.
 _LABEL_CHECK_ROWS = 4
-#: Training texts read at fit time for batch calibration's small-call fallback.
-_BATCH_PRIOR_ROWS = 256
-#: Tokens a few-shot block must leave free for the text and the answer cue.
-_MIN_QUERY_TOKENS = 64
+
 
 
 def _progress_bar(total: int) -> Any:
@@ -65,17 +57,24 @@ def _progress_bar(total: int) -> Any:
     return tqdm(total=total, unit="text")
 
 
-class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
+class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEstimator):
     """Zero-shot text classifier over an LLM's next-token label logprobs.
 
     Parameters
     ----------
     model : str, default="smollm2-135m-instruct"
         A built-in model name, a local Hugging Face folder, or a hub id.
+    base_url : str, list of str or None
+        None: an embedded vLLM engine in this process. Otherwise the URL of a
+        vLLM OpenAI-compatible server (``http://host:8000/v1``) or a list of
+        them (load spread, fail-over); ``model`` then names the served model.
     engine_options : dict or None
         vLLM engine arguments (``dtype``, ``max_model_len``, ``tensor_parallel_size``,
-        ``kv_cache_memory_bytes``, ...). Estimators with equal ``model`` and
-        ``engine_options`` share one engine per process.
+        ``data_parallel_size``, ``kv_cache_memory_bytes``, ...). With ``base_url``:
+        the client's ``max_concurrency``, ``timeout_s``, ``max_retries`` and
+        ``api_key_env`` (the environment variable holding the API key; the key
+        itself is never stored). Estimators with equal ``model``, ``base_url``
+        and ``engine_options`` share one engine per process.
     labels : mapping or None
         None: the class names from ``y`` are what the model writes. Otherwise a
         mapping class -> label string, or class -> list of alias strings whose
@@ -161,6 +160,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         self,
         model: str = DEFAULT_MODEL,
         *,
+        base_url: str | Sequence[str] | None = None,
         engine_options: Mapping[str, Any] | None = None,
         labels: Mapping[Any, str | Sequence[str]] | None = None,
         label_mode: str = "auto",
@@ -179,6 +179,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         calibration: str | None = None,
     ) -> None:
         self.model = model
+        self.base_url = base_url
         self.engine_options = engine_options
         self.labels = labels
         self.label_mode = label_mode
@@ -204,6 +205,11 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
         if not isinstance(self.model, str) or not self.model:
             raise bad("model", "must be a built-in model name, a local folder or a hub id (str)")
+        urls = [self.base_url] if isinstance(self.base_url, str) else self.base_url
+        if urls is not None and (
+            not isinstance(urls, Sequence) or not urls or not all(isinstance(u, str) and u for u in urls)
+        ):
+            raise bad("base_url", "must be None, a server URL such as 'http://127.0.0.1:8000/v1', or a list of them")
         if self.engine_options is not None and (
             not isinstance(self.engine_options, Mapping) or not all(isinstance(k, str) for k in self.engine_options)
         ):
@@ -264,6 +270,11 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{type(self).__name__}: {exc}") from None
 
     def _engine(self) -> Engine:
+        """The shared engine: embedded, or the remote servers of ``base_url``."""
+        if self.base_url is not None:
+            from .remote import get_remote_engine
+
+            return get_remote_engine(self.base_url, self.model, **dict(self.engine_options or {}))
         return get_engine(self.model, self.engine_options)
 
     def fit(self, X: Any, y: Any) -> LLMLabelClassifier:
@@ -286,6 +297,11 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(
                     f"{type(self).__name__}: prompt is a list of {len(self.prompt)} templates but y has "
                     "one output; give one template (a list is for a 2-D y, one per column)"
+                )
+            if isinstance(self.labels, Sequence) and not isinstance(self.labels, str):
+                raise ValueError(
+                    f"{type(self).__name__}: labels is a list of {len(self.labels)} mappings but y has one "
+                    "output; give one mapping class -> label (a list is for a 2-D y, one per column)"
                 )
             return self._fit_output(records, target.columns[0])
         return self._fit_outputs(records, target)
@@ -369,185 +385,6 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
             self.label_token_ids_ = [list(dict.fromkeys(seq[0] for seq in seqs)) for seqs in self.label_sequences_]
         self._fit_calibration(template, records, y_index)
         return self
-
-    def _fit_few_shot(
-        self,
-        template: PromptTemplate,
-        records: list[dict[str, str]],
-        y_index: np.ndarray,
-        label_fields: Mapping[str, str],
-        engine: Engine,
-    ) -> None:
-        """Chooses the few-shot examples and renders them into ``few_shot_prefix_``."""
-        self.few_shot_rows_ = []
-        self.few_shot_prefix_ = ""
-        if not self.few_shot:
-            return
-        rng = check_random_state(self.random_state)
-        self.few_shot_rows_ = select_examples(y_index, len(self.classes_), int(self.few_shot), rng)
-        answers = [self.verbalizers_[y_index[row]][0] for row in self.few_shot_rows_]
-        self.few_shot_prefix_ = examples_block(
-            self.few_shot_rows_, records, answers, lambda r: self._render_body(template, r, label_fields)
-        )
-        n_tokens = len(engine.tokenizer.encode(self.few_shot_prefix_, add_special_tokens=False))
-        if n_tokens > engine.max_model_len - _MIN_QUERY_TOKENS:
-            raise ValueError(
-                f"{type(self).__name__}: few_shot={self.few_shot} examples per class take {n_tokens} tokens, "
-                f"leaving less than {_MIN_QUERY_TOKENS} of the model's {engine.max_model_len} for the text; "
-                "lower few_shot or raise engine_options['max_model_len']"
-            )
-
-    def _fit_calibration(self, template: PromptTemplate, records: list[dict[str, str]], y_index: np.ndarray) -> None:
-        """Estimates what ``calibration`` needs from the prompt and the training texts."""
-        self.calibration_bias_ = None
-        self.calibrator_ = None
-        if self.calibration is None:
-            return
-        if self.calibration == "contextual":
-            fields = [f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
-            scores = self._read_records(content_free_records(fields), progress=False)
-            self.calibration_bias_ = contextual_bias(self._log_proba(scores, calibrate=False)[0])
-            return
-        used = set(self.few_shot_rows_)
-        rows = np.array([i for i in range(len(records)) if i not in used], dtype=np.int64)
-        if self.calibration == "batch":
-            if rows.size == 0:
-                raise ValueError(
-                    f"{type(self).__name__}: calibration='batch' needs training texts besides the few-shot "
-                    "examples, to estimate the bias used for calls of fewer than 16 texts"
-                )
-            if rows.size > _BATCH_PRIOR_ROWS:
-                rows = np.sort(check_random_state(self.random_state).choice(rows, _BATCH_PRIOR_ROWS, replace=False))
-            scores = self._read_records([records[i] for i in rows], progress=False)
-            self.calibration_bias_ = batch_bias(self._log_proba(scores, calibrate=False)[0])
-            return
-        scores = self._read_records([records[i] for i in rows], progress=self.progress)
-        self.calibrator_ = LearnedCalibrator.fit(
-            self._log_proba(scores, calibrate=False)[0],
-            y_index[rows],
-            len(self.classes_),
-            random_state=check_random_state(self.random_state).randint(2**31 - 1),
-        )
-
-    def _class_labels(self) -> list[list[str]]:
-        if self.labels is None:
-            return [[str(c)] for c in self.classes_.tolist()]
-        known = set(self.classes_.tolist())
-        unknown = [c for c in self.labels if c not in known]
-        if unknown:
-            raise ValueError(
-                f"{type(self).__name__}: labels has classes {unknown!r} that are not in y "
-                f"(classes in y: {self.classes_.tolist()!r})"
-            )
-        missing = [c for c in self.classes_.tolist() if c not in self.labels]
-        if missing:
-            raise ValueError(f"{type(self).__name__}: labels has no label for classes {missing!r} of y")
-        out = []
-        for c in self.classes_.tolist():
-            value = self.labels[c]
-            out.append([value] if isinstance(value, str) else list(value))
-        return out
-
-    def _check_fields(self, template: PromptTemplate, record: Mapping[str, str]) -> None:
-        if OPTIONS_FIELD in template.fields and self.label_mode != "options" and OPTIONS_FIELD not in record:
-            raise ValueError(
-                f"{type(self).__name__}: prompt field {{{OPTIONS_FIELD}}} is filled only with "
-                f"label_mode='options' (label_mode={self.label_mode!r}); use {{{LABELS_FIELD}}} to list the labels"
-            )
-        missing = [f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD) and f not in record]
-        if missing:
-            raise ValueError(
-                f"{type(self).__name__}: prompt field(s) {missing} have no input: X provides "
-                f"{sorted(record)} (a list of texts fills {{text}}; a DataFrame fills its column names)"
-            )
-
-    # ------------------------------------------------------------ rendering
-
-    def _label_fields(self) -> dict[str, str]:
-        """What ``{labels}`` renders to (each class's first label, listed) and, in
-        options mode, ``{options}`` (one line per option)."""
-        texts = [aliases[0].strip() for aliases in self._class_labels()]
-        fields = {LABELS_FIELD: join_labels(texts)}
-        if self.options_ is not None:
-            fields[OPTIONS_FIELD] = options_block(self.options_, texts)
-        return fields
-
-    def _render_body(self, template: PromptTemplate, record: Mapping[str, str], label_fields: Mapping[str, str]) -> str:
-        """One text in the prompt's format, up to its answer cue."""
-        return template.render({**label_fields, **record})
-
-    def _render(
-        self, template: PromptTemplate, record: Mapping[str, str], engine: Engine, label_fields: Mapping[str, str]
-    ) -> str:
-        """The whole prompt: options (unless placed by ``{options}``), few-shot
-        examples, the text; after the instructions or inside the chat template."""
-        body = self.__dict__.get("few_shot_prefix_", "") + self._render_body(template, record, label_fields)
-        if OPTIONS_FIELD in label_fields and OPTIONS_FIELD not in template.fields:
-            body = with_options(body, label_fields[OPTIONS_FIELD])
-        if self.chat_:
-            return render_chat(engine.tokenizer, body, self.instructions)
-        return f"{self.instructions}\n{body}" if self.instructions else body
-
-    def _prompt_token_ids(self, records: Sequence[Mapping[str, str]], engine: Engine) -> list[list[int]]:
-        template = PromptTemplate.parse(self.prompt_)
-        if records:
-            self._check_fields(template, records[0])
-        label_fields = self._label_fields()
-        texts = [self._render(template, r, engine, label_fields) for r in records]
-        ids = engine.tokenizer(texts, add_special_tokens=not self.chat_)["input_ids"] if texts else []
-        # the deepest label read appends part of a label to the prompt
-        limit = engine.max_model_len - 1 - self._trie().max_prefix_len
-        truncated = []
-        for i, row in enumerate(ids):
-            if len(row) <= limit:
-                continue
-            if self.too_long == "raise":
-                raise ValueError(
-                    f"X item {i} is {len(row)} tokens with the prompt; the model reads at most "
-                    f"{limit}: shorten the text, raise engine_options['max_model_len'], or set "
-                    "too_long='truncate'"
-                )
-            ids[i] = self._truncate(i, template, records[i], engine, label_fields, limit)
-            truncated.append(i)
-        if truncated:
-            shown = truncated if len(truncated) <= 10 else [*truncated[:10], "..."]
-            warnings.warn(
-                f"{len(truncated)} text(s) were longer than the model reads ({limit} tokens with the "
-                f"prompt) and were cut at the end: items {shown}. Set too_long='raise' to refuse them",
-                TruncationWarning,
-                stacklevel=4,
-            )
-        return ids
-
-    def _truncate(
-        self,
-        i: int,
-        template: PromptTemplate,
-        record: Mapping[str, str],
-        engine: Engine,
-        label_fields: Mapping[str, str],
-        limit: int,
-    ) -> list[int]:
-        """Cuts the end of the record's longest field until the rendered prompt fits
-        ``limit`` tokens; the instructions and the answer cue are never cut."""
-        tokenizer = engine.tokenizer
-        fields = [f for f in template.fields if f in record]
-        field = max(fields, key=lambda f: len(record[f]))
-        value = record[field]
-        for _ in range(8):  # re-tokenizing at the cut can add a token or two; converge
-            row = tokenizer.encode(
-                self._render(template, {**record, field: value}, engine, label_fields), add_special_tokens=not self.chat_
-            )
-            if len(row) <= limit:
-                return row
-            value_ids = tokenizer.encode(value, add_special_tokens=False)
-            if not value_ids:
-                break
-            value = tokenizer.decode(value_ids[: max(0, len(value_ids) - (len(row) - limit) - 2)])
-        raise ValueError(
-            f"X item {i} cannot be truncated to fit: the prompt around field {{{field}}} is already "
-            f"too long for the model's {limit} tokens; shorten the instructions or the other fields"
-        )
 
     # ----------------------------------------------------------- prediction
 
@@ -646,15 +483,6 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         if calibrate:
             log_proba = self._calibrate(log_proba)
         return log_proba, class_lp
-
-    def _calibrate(self, log_proba: np.ndarray) -> np.ndarray:
-        if self.calibration is None:
-            return log_proba
-        if self.calibration == "learned":
-            return self.calibrator_.log_proba(log_proba, len(self.classes_))
-        if self.calibration == "batch" and log_proba.shape[0] >= MIN_BATCH:
-            return debias(log_proba, batch_bias(log_proba))
-        return debias(log_proba, self.calibration_bias_)
 
     def _check_mass(self, class_lp: np.ndarray) -> None:
         if self.low_mass == "ignore" or class_lp.shape[0] == 0:

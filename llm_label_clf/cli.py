@@ -27,7 +27,14 @@ DEMO_PROMPT = "Review: {text}\nSentiment:"
 EXIT_OK, EXIT_ENGINE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 #: File formats by extension (after an optional compression suffix for CSV and JSON).
-_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+_FORMATS = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+}
 _COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
 _KNOWN = ".csv, .parquet, .jsonl (or .json); CSV and JSON may end in " + ", ".join(_COMPRESSIONS)
 

@@ -75,7 +75,7 @@ async def next_token_label_reads(
 
     async def last_output(i: int, engine_input: Any, params: Any) -> Any:
         result = None
-        async for result in engine_client.generate(
+        async for output in engine_client.generate(
             engine_input,
             params,
             f"{request_id}-{i}",
@@ -83,7 +83,7 @@ async def next_token_label_reads(
             trace_headers=trace_headers,
             priority=priority,
         ):
-            pass
+            result = output
         return result
 
     tasks = [
