@@ -52,7 +52,7 @@ def split(name: str, n_test: int, seed: int = 0):
 
 def draw(pool, k: int, seed: int = 0):
     """k rows per class of the pool (all classes of the test set)."""
-    return pool.groupby("label", group_keys=False).apply(lambda g: g.sample(n=min(k, len(g)), random_state=seed))
+    return pool.sample(frac=1.0, random_state=seed).groupby("label").head(k)
 
 
 def ece(proba: np.ndarray, y_index: np.ndarray, bins: int = 15) -> float:
@@ -146,7 +146,10 @@ def main() -> None:
     results["load_avg_end"] = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "learning.json").write_text(json.dumps(results, indent=2) + "\n")
-    lines = ["| dataset | method | accuracy | macro-F1 | log-loss | ECE | texts/s |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| dataset | method | accuracy | macro-F1 | log-loss | ECE | texts/s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for name, rows in results["datasets"].items():
         for label, r in rows.items():
             speed = f"{r['texts_per_s']:.1f}" if "texts_per_s" in r else "-"

@@ -65,19 +65,16 @@ class LearningMixin:
         self.calibrator_ = None
         if self.calibration is None:
             return
-        if self.calibration == "contextual":
+        used = set(self.few_shot_rows_)
+        rows = np.array([i for i in range(len(records)) if i not in used], dtype=np.int64)
+        if self.calibration == "contextual" or (self.calibration == "batch" and rows.size == 0):
+            # batch calibration with every training text shown as an example: small
+            # calls fall back to the content-free bias
             fields = [f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
             scores = self._read_records(content_free_records(fields), progress=False)
             self.calibration_bias_ = contextual_bias(self._log_proba(scores, calibrate=False)[0])
             return
-        used = set(self.few_shot_rows_)
-        rows = np.array([i for i in range(len(records)) if i not in used], dtype=np.int64)
         if self.calibration == "batch":
-            if rows.size == 0:
-                raise ValueError(
-                    f"{type(self).__name__}: calibration='batch' needs training texts besides the few-shot "
-                    "examples, to estimate the bias used for calls of fewer than 16 texts"
-                )
             if rows.size > _BATCH_PRIOR_ROWS:
                 rows = np.sort(check_random_state(self.random_state).choice(rows, _BATCH_PRIOR_ROWS, replace=False))
             scores = self._read_records([records[i] for i in rows], progress=False)

@@ -131,8 +131,9 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         "contextual" divides by the probabilities of content-free inputs;
         "batch" by each class's mean probability over the texts of the call
         (calls with fewer than 16 texts use the mean over up to 256 training
-        texts, estimated at fit: a text's probabilities then depend on its
-        batch-mates); "learned" fits a logistic regression on the label
+        texts not shown as examples, estimated at fit, or the content-free bias
+        when every training text is an example; a text's probabilities depend
+        on its batch-mates); "learned" fits a logistic regression on the label
         log-probabilities of the training texts (not those used as few-shot
         examples), cross-fitted over up to 5 folds.
 

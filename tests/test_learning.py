@@ -106,3 +106,14 @@ def test_transform_returns_label_logprob_features(plain, sst2):
     stacked = make_pipeline(make_classifier(low_mass="ignore"), LogisticRegression()).fit(X, y)
     assert stacked.predict(X).shape == (len(X),)
     assert set(stacked.predict(X)) <= set(y)
+
+
+def test_batch_calibration_falls_back_to_content_free_when_all_texts_are_examples(engine, sst2):
+    X, y = sst2
+    rows = [*np.flatnonzero(y == "negative")[:2], *np.flatnonzero(y == "positive")[:2]]
+    texts, labels = [X[i] for i in rows], y[rows]
+    few = dict(few_shot=2, random_state=0, low_mass="ignore")
+    batch = make_classifier(calibration="batch", **few).fit(texts, labels)
+    assert sorted(batch.few_shot_rows_) == [0, 1, 2, 3]  # every training text is an example
+    contextual = make_classifier(calibration="contextual", **few).fit(texts, labels)
+    np.testing.assert_allclose(batch.calibration_bias_, contextual.calibration_bias_, atol=1e-9)
