@@ -31,6 +31,7 @@ test: install
 	LLM_LABEL_CLF_DATASETS=$(abspath $(DATASETS)) $(BIN)/python -m pytest
 
 bench: install
+	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[bench]"
 	LLM_LABEL_CLF_DATASETS=$(abspath $(DATASETS)) $(BIN)/python bench/run.py
 
 clean:

@@ -88,6 +88,39 @@ def run_mode(X, y, params: dict) -> dict:
     }
 
 
+TREC_PROMPTS = ["Question: {text}\nAnswer type:", "Question: {text}\nFine answer type:"]
+
+
+def run_outputs(n: int) -> dict:
+    """TREC's two outputs (coarse and fine type) in one estimator, against
+    each output read alone: accuracy per output and texts/s."""
+    import numpy as np
+    import pandas as pd
+
+    from llm_label_clf import LLMLabelClassifier
+
+    frame = pd.read_csv(datasets_dir() / "trec_test.csv").sample(n=n, random_state=0)
+    X, Y = frame["text"].tolist(), frame[["label", "fine_label"]]
+    out: dict = {"n": n}
+    clf = LLMLabelClassifier(prompt=TREC_PROMPTS, progress=False, low_mass="ignore").fit(X, Y)
+    clf.predict(X[:8])
+    start = time.perf_counter()
+    pred = clf.predict(X)
+    seconds = time.perf_counter() - start
+    out["both outputs"] = {
+        "texts_per_s": n / seconds,
+        "accuracy": [float(np.mean(pred[:, j] == Y.iloc[:, j].to_numpy())) for j in range(2)],
+        "exact_match": float(np.mean(np.all(pred == Y.to_numpy(), axis=1))),
+        "modes": [e.label_mode_ for e in clf.estimators_],
+    }
+    for j, column in enumerate(Y.columns):
+        single = LLMLabelClassifier(prompt=TREC_PROMPTS[j], progress=False, low_mass="ignore").fit(X, Y[column])
+        start = time.perf_counter()
+        p = single.predict(X)
+        out[column] = {"texts_per_s": n / (time.perf_counter() - start), "accuracy": float(np.mean(p == Y[column]))}
+    return out
+
+
 def markdown(results: dict) -> str:
     lines = [
         "| dataset | mode | reads/text | texts/s | cost/text vs first_token | accuracy | macro-F1 |",
@@ -104,6 +137,19 @@ def markdown(results: dict) -> str:
                 f"| {dataset} ({r['n']} texts) | {name} | {r['reads_per_text']} | {r['texts_per_s']:.1f} | {cost} "
                 f"| {r['accuracy']:.3f} | {r['macro_f1']:.3f} |"
             )
+    trec = results.get("trec_outputs")
+    if trec:
+        both = trec["both outputs"]
+        lines += [
+            "",
+            f"TREC ({trec['n']} texts), two outputs in one estimator (separate reads sharing the cached text):",
+            "",
+            "| read | texts/s | accuracy (coarse) | accuracy (fine) |",
+            "|---|---:|---:|---:|",
+            f"| both outputs | {both['texts_per_s']:.1f} | {both['accuracy'][0]:.3f} | {both['accuracy'][1]:.3f} |",
+            f"| coarse alone | {trec['label']['texts_per_s']:.1f} | {trec['label']['accuracy']:.3f} | |",
+            f"| fine alone | {trec['fine_label']['texts_per_s']:.1f} | | {trec['fine_label']['accuracy']:.3f} |",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -111,6 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agnews", type=int, default=400)
     parser.add_argument("--banking-per-class", type=int, default=2)
+    parser.add_argument("--trec", type=int, default=200)
     args = parser.parse_args()
     data = load(args.agnews, args.banking_per_class)
     results: dict = {
@@ -125,6 +172,8 @@ def main() -> None:
             r["n"] = len(d["X"])
             results["datasets"][dataset][name] = r
             print(dataset, name, r, flush=True)
+    results["trec_outputs"] = run_outputs(args.trec)
+    print("trec", results["trec_outputs"], flush=True)
     results["load_avg_end"] = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "label_modes.json").write_text(json.dumps(results, indent=2) + "\n")

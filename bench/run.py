@@ -1,11 +1,21 @@
-"""Side-by-side benchmark: ``LLMLabelClassifier.predict_proba`` against raw
-``vllm.LLM.generate`` with ``logprob_token_ids`` over the same prompts, same
-model and engine options, on SST-2 dev. Each contender runs in its own process
-(so peak memory is its own), alternating for ``--rounds`` rounds; the summary
-reports medians and the ratio. Writes ``bench/results/summary.json`` and
-``bench/results/summary.md``.
+"""Side-by-side benchmark of ``LLMLabelClassifier`` against the raw engine and
+the alternatives, with the built-in model on SST-2 dev and an AG News sample:
 
-Run: ``make bench`` (or ``python bench/run.py --rounds 2``).
+1. raw ``vllm.LLM.generate`` with ``logprob_token_ids`` (the floor);
+2. ``LLMLabelClassifier.predict_proba``;
+3. skorch's ``ZeroShotClassifier`` (transformers, bf16), on a subset;
+4. a hand-written transformers batched forward pass;
+5. generate-and-parse as scikit-llm does it (vLLM, a few greedy tokens).
+
+Plus scenarios of the estimator (few-shot with the prefix cache on and off,
+``cross_val_score``, text length, ``batch_size`` and threads). Each contender
+runs in its own process (``--worker NAME``) so its peak memory is its own;
+raw vLLM and the estimator run ``--rounds`` times, alternating, and the
+summary shows medians. Writes ``bench/results/summary.json`` and
+``summary.md`` and refreshes the README's performance section.
+
+Run: ``make bench`` (or ``python bench/run.py``; ``--quick`` for a smoke run of
+a few texts, written to ``bench/results/quick/`` and not to the README).
 """
 
 from __future__ import annotations
@@ -13,196 +23,106 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
-PROMPT = "Review: {text}\nSentiment (positive or negative):"
-RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-
-
-def datasets_dir() -> Path:
-    return Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+#: Contenders repeated each round (cheap, and the ratio that matters); the rest run once.
+REPEATED = ("raw", "clf")
 
 
-class PeakRSS:
-    """Samples the resident memory of this process and its children (vLLM's
-    engine core runs in a child) and keeps the peak."""
-
-    def __init__(self, every_s: float = 0.2) -> None:
-        import psutil
-
-        self._proc = psutil.Process()
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
-
-    def _run(self, every_s: float) -> None:
-        while not self._stop.is_set():
-            try:
-                total = self._proc.memory_info().rss + sum(
-                    c.memory_info().rss for c in self._proc.children(recursive=True)
-                )
-            except Exception:  # a child exiting between listing and reading
-                continue
-            self.peak = max(self.peak, total)
-            self._stop.wait(every_s)
-
-    def __enter__(self) -> PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+def schedule(rounds: int) -> list[str]:
+    """Worker order: the repeated pair alternates its order round to round, and
+    the single-run contenders sit between the first two rounds."""
+    order: list[str] = []
+    for r in range(rounds):
+        order += list(REPEATED if r % 2 == 0 else REPEATED[::-1])
+        if r == 0:
+            order += ["hf", "genparse", "skorch"]
+    return [*order, "scenarios"]
 
 
-def load_sst2():
-    import pandas as pd
-
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv")
-    warmup = pd.read_csv(datasets_dir() / "agnews_test.csv")["text"].iloc[:16].tolist()
-    return frame["text"].tolist(), frame["label"].to_numpy(), warmup
-
-
-def worker_raw() -> dict:
-    """The floor: one ``LLM.generate`` call over all prompts, read the same way."""
-    import numpy as np
-    from scipy.special import softmax
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    from llm_label_clf.builtin_model import resolve_model
-    from llm_label_clf.engine import _prepare_environment, cpu_defaults
-
-    texts, y, warmup = load_sst2()
-    with PeakRSS() as rss:
-        _prepare_environment()
-        start = time.perf_counter()
-        llm = LLM(model=resolve_model("smollm2-135m-instruct"), disable_log_stats=True, **cpu_defaults())
-        startup = time.perf_counter() - start
-        tok = llm.get_tokenizer()
-        prompt0 = PROMPT.format(text=texts[0])
-        base = tok.encode(prompt0)
-        ids = [tok.encode(prompt0 + label)[len(base)] for label in (" negative", " positive")]
-        params = SamplingParams(max_tokens=1, temperature=0, logprobs=2, logprob_token_ids=ids, detokenize=False)
-
-        def run(batch):
-            prompts = [TokensPrompt(prompt_token_ids=tok.encode(PROMPT.format(text=t))) for t in batch]
-            outs = llm.generate(prompts, params, use_tqdm=False)
-            return np.array([[o.outputs[0].logprobs[0][i].logprob for i in ids] for o in outs])
-
-        run(warmup)
-        timings = []
-        for _ in range(2):
-            start = time.perf_counter()
-            logprobs = run(texts)
-            timings.append(time.perf_counter() - start)
-    proba = softmax(logprobs, axis=1)
-    return _result("raw vllm.LLM.generate", texts, y, proba, np.array(["negative", "positive"]), timings, startup, rss.peak)
+def run_worker(name: str, quick: bool, log: Path) -> dict[str, Any]:
+    """Runs one worker in a fresh process; its stderr goes to ``log``. Returns
+    its result with the wall time and the 1-minute load average at start and end
+    (or an ``error`` entry when the process failed)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name] + (["--quick"] if quick else [])
+    load_start, start = os.getloadavg()[0], time.perf_counter()
+    with log.open("w") as err:
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, check=False)
+    meta = {"worker": name, "wall_s": time.perf_counter() - start, "load_avg_1m_start": load_start,
+            "load_avg_1m_end": os.getloadavg()[0]}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = log.read_text().strip().splitlines()[-3:]
+        return {"name": name, "error": f"exit code {proc.returncode}: {' | '.join(tail)} (log: {log})", **meta}
+    return {**json.loads(lines[-1]), **meta}
 
 
-def worker_clf() -> dict:
-    """``LLMLabelClassifier.predict_proba`` on the same prompts."""
-    from llm_label_clf import LLMLabelClassifier
+def worker(name: str, quick: bool) -> dict[str, Any]:
+    from bench.common import sizes
+    from bench.contenders import WORKERS
+    from bench.scenarios import scenarios
 
-    texts, y, warmup = load_sst2()
-    with PeakRSS() as rss:
-        start = time.perf_counter()
-        clf = LLMLabelClassifier(prompt=PROMPT, progress=False, low_mass="ignore").fit(texts, y)
-        startup = time.perf_counter() - start
-        clf.predict_proba(warmup)
-        timings = []
-        for _ in range(2):
-            start = time.perf_counter()
-            proba = clf.predict_proba(texts)
-            timings.append(time.perf_counter() - start)
-    return _result("LLMLabelClassifier.predict_proba", texts, y, proba, clf.classes_, timings, startup, rss.peak)
-
-
-def _result(name, texts, y, proba, classes, timings, startup, peak) -> dict:
-    from sklearn.metrics import accuracy_score, log_loss
-
-    pred = classes[proba.argmax(axis=1)]
-    return {
-        "name": name,
-        "texts": len(texts),
-        "cold_texts_per_s": len(texts) / timings[0],
-        "warm_texts_per_s": len(texts) / timings[1],
-        "accuracy": float(accuracy_score(y, pred)),
-        "log_loss": float(log_loss(y, proba, labels=classes)),
-        "startup_s": startup,
-        "peak_rss_gib": peak / 2**30,
-    }
-
-
-WORKERS = {"raw": worker_raw, "clf": worker_clf}
-
-
-def run_worker(name: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", name], check=True, capture_output=True, text=True
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return {**WORKERS, "scenarios": scenarios}[name](sizes(quick))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", choices=sorted(WORKERS))
-    parser.add_argument("--rounds", type=int, default=2)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run on a few texts")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of raw vLLM and the estimator")
+    parser.add_argument("--only", nargs="+", help="run only these workers (no README update)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
     if args.worker:
-        print(json.dumps(WORKERS[args.worker]()), flush=True)
+        print(json.dumps(worker(args.worker, args.quick)), flush=True)
         return
-    runs: dict[str, list[dict]] = {"raw": [], "clf": []}
-    for round_number in range(args.rounds):
-        for name in ("raw", "clf"):
-            result = run_worker(name)
-            runs[name].append(result)
-            print(f"round {round_number}: {result}", flush=True)
-    summary = {
-        name: {key: (statistics.median(r[key] for r in rs) if isinstance(rs[0][key], float) else rs[0][key])
-               for key in rs[0]}
-        for name, rs in runs.items()
-    }
-    ratio = summary["clf"]["cold_texts_per_s"] / summary["raw"]["cold_texts_per_s"]
-    warm_ratio = summary["clf"]["warm_texts_per_s"] / summary["raw"]["warm_texts_per_s"]
-    document = {
-        "ratio_vs_raw_vllm": ratio,
-        "ratio_vs_raw_vllm_warm_cache": warm_ratio,
-        "rounds": args.rounds,
-        "dataset": "sst2_dev.csv (872 texts)",
-        "prompt": PROMPT,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
-        "contenders": summary,
+
+    from bench import readme, report
+    from bench.common import sizes
+
+    size = sizes(args.quick)
+    rounds = args.rounds or (1 if args.quick else 2)
+    out = RESULTS / "quick" if args.quick else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        (out / ".gitignore").write_text("*\n")
+    began, start = time.strftime("%Y-%m-%d %H:%M"), time.perf_counter()
+    runs: dict[str, list[dict[str, Any]]] = {}
+    order = [w for w in schedule(rounds) if not args.only or w in args.only]
+    for i, name in enumerate(order):
+        result = run_worker(name, args.quick, out / f"{name}-{len(runs.get(name, []))}.log")
+        runs.setdefault(name, []).append(result)
+        status = result.get("error") or f"{result['wall_s']:.0f} s"
+        print(f"[{i + 1}/{len(order)}] {name}: {status}", flush=True)
+    contenders = {k: report.summarize_contender(v) for k, v in runs.items() if k != "scenarios"}
+    document: dict[str, Any] = {}
+    document.update(report.ratios(contenders))
+    document.update({
+        "goals": {},
+        "started": began,
+        "finished": time.strftime("%Y-%m-%d %H:%M"),
+        "wall_s": time.perf_counter() - start,
+        "quick": args.quick,
+        "rounds": rounds,
+        "sizes": {**vars(size), "length_texts": {str(k): v for k, v in size.length_texts.items()}},
+        "machine": report.machine(),
+        "contenders": contenders,
+        "scenarios": (runs.get("scenarios") or [{}])[0],
         "runs": runs,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "summary.json").write_text(json.dumps(document, indent=2))
-    lines = [
-        f"SST-2 dev, {summary['clf']['texts']} texts, built-in model, {os.cpu_count()} CPUs, "
-        f"median of {args.rounds} rounds, each contender in its own process.",
-        "",
-        "| contender | texts/s (cold) | texts/s (warm cache) | accuracy | log-loss | start-up s | peak RSS GiB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in summary.values():
-        lines.append(
-            f"| {r['name']} | {r['cold_texts_per_s']:.1f} | {r['warm_texts_per_s']:.1f} | {r['accuracy']:.3f} "
-            f"| {r['log_loss']:.3f} | {r['startup_s']:.1f} | {r['peak_rss_gib']:.2f} |"
-        )
-    lines += ["", f"predict_proba / raw engine: **{ratio:.2f}x** cold, {warm_ratio:.2f}x warm."]
-    (RESULTS / "summary.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    })
+    document["goals"] = report.goals(document)
+    text = report.markdown(document)
+    (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n")
+    (out / "summary.md").write_text(text)
+    print(text)
+    if not args.quick and not args.only:
+        readme.update(text)
 
 
 if __name__ == "__main__":

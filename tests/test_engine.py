@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+
 from helpers import (
     SST2_LABELS,
     SST2_TEMPLATE,
@@ -19,7 +20,6 @@ from helpers import (
     read_label_logprobs,
     wait_until,
 )
-
 from llm_label_clf import get_engine, next_token_label_reads
 from llm_label_clf._bridge import run_sync
 from llm_label_clf.engine import DEFAULT_MODEL, engine_count

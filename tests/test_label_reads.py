@@ -10,6 +10,7 @@ import asyncio
 
 import numpy as np
 import pytest
+
 from helpers import (
     AGNEWS_LABELS,
     AGNEWS_TEMPLATE,
@@ -24,7 +25,6 @@ from helpers import (
     read_labels,
     wait_until,
 )
-
 from llm_label_clf import GenerationError, LabelRead, next_token_label_reads
 from llm_label_clf._bridge import run_sync
 

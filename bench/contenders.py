@@ -1,0 +1,390 @@
+"""The contenders, one class each: raw ``vllm.LLM.generate`` label reads (the
+floor), ``LLMLabelClassifier.predict_proba``, skorch's ``ZeroShotClassifier``,
+a hand-written transformers batched forward, and generate-and-parse as
+scikit-llm does it.
+
+Each lives in its own process (``run.py --serve NAME``) for the whole run, so
+its peak memory is its own, and times one pass over a task when asked: the
+orchestrator interleaves the contenders' passes so that all of them see the
+same load on a shared machine. Tasks: ``sst2``, ``agnews`` and ``length:N``
+(texts of N tokens, throughput only)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.common import (
+    MODEL,
+    SST2_LABELS,
+    SST2_PROMPT,
+    Sizes,
+    Task,
+    agnews,
+    label_paths,
+    label_trie,
+    length_texts,
+    path_logprobs,
+    render,
+    scores,
+    skorch_sst2,
+    softmax_rows,
+    sst2,
+    warmup_texts,
+)
+
+#: transformers contenders load the model in its stored dtype, the one vLLM uses.
+HF_DTYPE = "bfloat16"
+HF_BATCH = 32
+GENERATE_MAX_TOKENS = 5
+
+
+def _model_path() -> str:
+    from llm_label_clf.builtin_model import resolve_model
+
+    return resolve_model(MODEL)
+
+
+class Contender:
+    """One contender: ``start`` loads the model (timed as start-up);
+    ``run_pass`` warms a task up once on other texts, empties any cache, then
+    times one pass over the task's texts."""
+
+    name = ""
+
+    def __init__(self, size: Sizes) -> None:
+        self.size = size
+        self._tasks: dict[str, Task] = {}
+        self._warm: set[str] = set()
+
+    # what subclasses provide
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def tokenizer(self) -> Any:
+        raise NotImplementedError
+
+    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
+        """``proba`` (columns in ``task.classes`` order) and/or ``pred``, plus extras."""
+        raise NotImplementedError
+
+    def reset(self, task: Task) -> None:
+        """Empties caches that would let a repeated pass skip work."""
+
+    def dataset(self, name: str) -> Task:
+        return {"sst2": sst2, "agnews": agnews}[name](self.size)
+
+    # the protocol
+    def start(self) -> dict[str, Any]:
+        began = time.perf_counter()
+        self._start()
+        return {"name": self.name, "startup_s": time.perf_counter() - began}
+
+    def task(self, name: str) -> Task:
+        if name not in self._tasks:
+            if name.startswith("length:"):
+                target = int(name.split(":")[1])
+                texts = length_texts(self.tokenizer(), target, self.size.length_texts[target])
+                y = np.array(["positive"] * len(texts))  # unused: throughput only
+                self._tasks[name] = Task(name, texts, y, SST2_PROMPT, SST2_LABELS)
+            else:
+                self._tasks[name] = self.dataset(name)
+        return self._tasks[name]
+
+    def run_pass(self, name: str) -> dict[str, Any]:
+        task = self.task(name)
+        if name not in self._warm:
+            self.predict(task, warmup_texts(self.size))
+            self._warm.add(name)
+        self.reset(task)
+        load_start, began = os.getloadavg()[0], time.perf_counter()
+        out = self.predict(task, task.texts)
+        seconds = time.perf_counter() - began
+        meta = {"task": name, "seconds": seconds, "load_avg_1m_start": load_start,
+                "load_avg_1m_end": os.getloadavg()[0]}
+        if name.startswith("length:"):
+            tok = self.tokenizer()
+            prompt_tokens = float(np.mean([len(tok.encode(render(task, t))) for t in task.texts]))
+            return {**meta, "texts": len(task.texts), "texts_per_s": len(task.texts) / seconds,
+                    "prompt_tokens": prompt_tokens}
+        return {**meta, **scores(task, durations=[seconds], **out)}
+
+
+# ------------------------------------------------------------- raw vLLM
+
+
+def start_llm() -> Any:
+    """``vllm.LLM`` on the built-in model with the estimator's engine options
+    and environment (threads bound to every core, quiet logs)."""
+    from vllm import LLM
+
+    from llm_label_clf.engine import _prepare_environment, cpu_defaults
+
+    _prepare_environment()
+    return LLM(model=_model_path(), disable_log_stats=True, **cpu_defaults())
+
+
+def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
+    """One ``LLM.generate`` call: per text, one next-token read per label-trie
+    node with ``logprob_token_ids`` (one read for one-token labels); returns
+    each class's full-vocabulary logprob."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    tok = llm.get_tokenizer()
+    paths = label_paths(tok, task)
+    trie = label_trie(paths)
+    params = {
+        prefix: SamplingParams(max_tokens=1, temperature=0, logprobs=len(ids), logprob_token_ids=ids,
+                               detokenize=False)
+        for prefix, ids in trie.items()
+    }
+    prompts = [tok.encode(render(task, t)) for t in texts]
+    keys = [(i, prefix) for i in range(len(prompts)) for prefix in trie]
+    inputs = [TokensPrompt(prompt_token_ids=prompts[i] + list(prefix)) for i, prefix in keys]
+    outs = llm.generate(inputs, [params[prefix] for _, prefix in keys], use_tqdm=False)
+    reads: list[dict[tuple[int, ...], dict[int, float]]] = [{} for _ in prompts]
+    for (i, prefix), out in zip(keys, outs, strict=True):
+        first = out.outputs[0].logprobs[0]
+        reads[i][prefix] = {t: first[t].logprob for t in trie[prefix]}
+    return np.array([path_logprobs(r, paths) for r in reads])
+
+
+class RawVllm(Contender):
+    """The floor: label reads straight from ``vllm.LLM.generate``."""
+
+    name = "raw vllm.LLM.generate (logprob_token_ids)"
+
+    def _start(self) -> None:
+        self.llm = start_llm()
+
+    def tokenizer(self) -> Any:
+        return self.llm.get_tokenizer()
+
+    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
+        reads = len(label_trie(label_paths(self.tokenizer(), task)))
+        return {"proba": softmax_rows(raw_reads(self.llm, task, texts)), "reads_per_text": reads}
+
+    def reset(self, task: Task) -> None:
+        self.llm.reset_prefix_cache()
+
+
+# ----------------------------------------------------------- the estimator
+
+
+def make_estimator(task: Task, **params: Any) -> Any:
+    """``LLMLabelClassifier`` for ``task``'s prompt and labels."""
+    from llm_label_clf import LLMLabelClassifier
+
+    return LLMLabelClassifier(prompt=task.prompt, labels=task.labels, progress=False, low_mass="ignore", **params)
+
+
+def empty_prefix_cache(engine_options: dict[str, Any] | None = None) -> None:
+    """Empties the prefix cache of the estimator's shared engine, so each timed
+    pass starts cold (a benchmark-only reach into the engine)."""
+    from llm_label_clf._bridge import run_sync
+    from llm_label_clf.engine import get_engine
+
+    run_sync(get_engine(MODEL, engine_options).client.reset_prefix_cache())
+
+
+class Estimator(Contender):
+    """``LLMLabelClassifier.predict_proba``; start-up is the first ``fit``
+    (engine start plus the label-token check). A task whose ``fit`` fails (say,
+    labels it does not support) reports the error on each pass."""
+
+    name = "LLMLabelClassifier.predict_proba"
+
+    def _start(self) -> None:
+        self._fitted: dict[str, Any] = {}
+        self._fit(self.task("sst2"))
+
+    def _fit(self, task: Task) -> Any:
+        key = "sst2" if task.name.startswith("length:") else task.name
+        if key not in self._fitted:
+            source = self.task(key)
+            self._fitted[key] = make_estimator(source).fit(source.texts, source.y)
+        return self._fitted[key]
+
+    def tokenizer(self) -> Any:
+        from llm_label_clf.engine import get_engine
+
+        return get_engine(MODEL, None).tokenizer
+
+    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
+        fitted = self._fit(task)
+        return {"proba": fitted.predict_proba(texts), "label_mode": getattr(fitted, "label_mode_", None)}
+
+    def reset(self, task: Task) -> None:
+        empty_prefix_cache()
+
+
+# ------------------------------------------------------------- transformers
+
+
+class _Transformers(Contender):
+    """The model loaded with transformers in ``HF_DTYPE``."""
+
+    def _start(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model = AutoModelForCausalLM.from_pretrained(_model_path(), dtype=getattr(torch, HF_DTYPE)).eval()
+        self.tok = AutoTokenizer.from_pretrained(_model_path())
+
+    def start(self) -> dict[str, Any]:
+        import torch
+
+        return {**super().start(), "torch_threads": torch.get_num_threads()}
+
+    def tokenizer(self) -> Any:
+        return self.tok
+
+
+class Skorch(_Transformers):
+    """skorch's ``ZeroShotClassifier`` on the same model, on a subset. ``y`` is
+    given as the labels with their leading space (" positive"), so that skorch,
+    which tokenizes each label alone, reads the same tokens as the others; its
+    own cache is cleared before each pass."""
+
+    name = f"skorch ZeroShotClassifier (transformers {HF_DTYPE})"
+
+    def _start(self) -> None:
+        super()._start()
+        self._fitted: dict[str, Any] = {}
+
+    def dataset(self, name: str) -> Task:
+        if name == "sst2":
+            return skorch_sst2(self.size)
+        return agnews(self.size, self.size.skorch_agnews_per_class)
+
+    def _fit(self, task: Task) -> Any:
+        from skorch.llm import ZeroShotClassifier
+
+        if task.name not in self._fitted:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "prompt has no {labels}"
+                fitted = ZeroShotClassifier(model=self.model, tokenizer=self.tok, prompt=task.prompt)
+                fitted.fit(None, [" " + task.labels[c] for c in task.y])
+            assert [c.strip() for c in fitted.classes_] == [task.labels[c] for c in task.classes]
+            self._fitted[task.name] = fitted
+        return self._fitted[task.name]
+
+    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # generation-config notes
+            return {"proba": self._fit(task).predict_proba(list(texts))}
+
+    def reset(self, task: Task) -> None:
+        self._fit(task).clear_model_cache()
+
+
+def hf_reads(model: Any, tok: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
+    """Batched forward passes (left padding, ``HF_BATCH`` sequences a batch,
+    sorted by length) reading each class's logprob at the prompt's end. A
+    multi-token label adds one sequence per text: the prompt plus the label but
+    its last token, which reads all of that label's tokens in one pass."""
+    import torch
+
+    paths = label_paths(tok, task)
+    prompts = [tok.encode(render(task, t)) for t in texts]
+    longer = [k for k, p in enumerate(paths) if len(p) > 1]
+    # (text, class whose continuation is appended or -1) per sequence
+    jobs = [(i, k) for i in range(len(prompts)) for k in (longer or [-1])]
+    seqs = [prompts[i] + (paths[k][:-1] if k >= 0 else []) for i, k in jobs]
+    keep = max(len(p) for p in paths)
+    pad = tok.pad_token_id
+    tails: list[np.ndarray] = [np.empty(0)] * len(seqs)  # per sequence: logprobs of its last `keep` positions
+    order = sorted(range(len(seqs)), key=lambda s: len(seqs[s]))
+    with torch.inference_mode():
+        for b in range(0, len(order), HF_BATCH):
+            batch = order[b : b + HF_BATCH]
+            width = max(len(seqs[s]) for s in batch)
+            ids = torch.tensor([[pad] * (width - len(seqs[s])) + seqs[s] for s in batch])
+            mask = torch.tensor([[0] * (width - len(seqs[s])) + [1] * len(seqs[s]) for s in batch])
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
+            logprobs = torch.log_softmax(logits.float(), dim=-1).numpy()
+            for row, s in enumerate(batch):
+                tails[s] = logprobs[row]
+    out = np.empty((len(prompts), len(paths)))
+    for (i, k), tail in zip(jobs, tails, strict=True):
+        if k < 0 or k == longer[0]:
+            # the prompt's last position: -1, or before the appended label tokens
+            first = tail[-1 - (len(paths[k]) - 1 if k >= 0 else 0)]
+            for c, path in enumerate(paths):
+                if len(path) == 1:
+                    out[i, c] = first[path[0]]
+        if k >= 0:
+            path = paths[k]
+            out[i, k] = sum(tail[len(tail) - len(path) + j][t] for j, t in enumerate(path))
+    return out
+
+
+class HfForward(_Transformers):
+    """A hand-written transformers batched forward pass over the same prompts."""
+
+    name = f"transformers batched forward ({HF_DTYPE}, batch {HF_BATCH})"
+
+    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
+        return {"proba": softmax_rows(hf_reads(self.model, self.tok, task, texts))}
+
+
+# --------------------------------------------------------- generate + parse
+
+
+def parse_label(completion: str, task: Task) -> str | None:
+    """scikit-llm's way: the class whose label the completion names (as a word,
+    any case; the earliest if several), or None when it names none."""
+    found = []
+    for cls in task.classes:
+        match = re.search(r"(?<![A-Za-z])" + re.escape(task.labels[cls].lower()) + r"(?![A-Za-z])",
+                          completion.lower())
+        if match:
+            found.append((match.start(), cls))
+    return min(found)[1] if found else None
+
+
+class GenerateParse(Contender):
+    """Greedy generation of a few tokens with ``vllm.LLM.generate`` (as
+    scikit-llm would call an OpenAI-compatible endpoint), then string matching
+    to a label; an unmatched answer counts as wrong. No probabilities."""
+
+    name = f"generate {GENERATE_MAX_TOKENS} tokens + parse (scikit-llm style, vLLM)"
+
+    def _start(self) -> None:
+        from vllm import SamplingParams
+
+        self.llm = start_llm()
+        self.params = SamplingParams(max_tokens=GENERATE_MAX_TOKENS, temperature=0)
+
+    def tokenizer(self) -> Any:
+        return self.llm.get_tokenizer()
+
+    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=self.tokenizer().encode(render(task, t))) for t in texts]
+        answers = [o.outputs[0].text for o in self.llm.generate(prompts, self.params, use_tqdm=False)]
+        pred = [parse_label(a, task) for a in answers]
+        unmatched = [a for p, a in zip(pred, answers, strict=True) if p is None]
+        return {"pred": pred, "unmatched_share": len(unmatched) / max(len(pred), 1),
+                "unmatched_examples": unmatched[:8], "answer_examples": answers[:8]}
+
+    def reset(self, task: Task) -> None:
+        self.llm.reset_prefix_cache()
+
+
+CONTENDERS: dict[str, type[Contender]] = {
+    "raw": RawVllm,
+    "clf": Estimator,
+    "skorch": Skorch,
+    "hf": HfForward,
+    "genparse": GenerateParse,
+}
