@@ -4,6 +4,7 @@ from .classifier import LLMLabelClassifier
 from .engine import get_engine, shutdown_engines
 from .exceptions import GenerationError, LowLabelMassWarning, NotFittedError, TruncationWarning
 from .label_reads import LabelRead, next_token_label_reads
+from .remote import get_remote_engine, shutdown_remote_engines
 
 __all__ = [
     "GenerationError",
@@ -13,7 +14,9 @@ __all__ = [
     "NotFittedError",
     "TruncationWarning",
     "get_engine",
+    "get_remote_engine",
     "next_token_label_reads",
     "shutdown_engines",
+    "shutdown_remote_engines",
 ]
 __version__ = "0.1.0"

@@ -45,6 +45,8 @@ _LOW_MASS_POLICIES = ("ignore", "raise", "warn")
 _TOO_LONG_POLICIES = ("raise", "truncate")
 _LABEL_MODES = ("auto", "first_token", "full_sequence", "options")
 _LENGTH_NORMS = (None, "token", "char")
+#: What ``engine_options`` may hold with ``base_url``: the remote client's settings.
+_REMOTE_OPTIONS = {"max_concurrency", "timeout_s", "max_retries", "api_key_env", "max_batch"}
 #: How many training rows are rendered to check that labels tokenize the same after each.
 _LABEL_CHECK_ROWS = 4
 
@@ -275,7 +277,15 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         if self.base_url is not None:
             from .remote import get_remote_engine
 
-            return get_remote_engine(self.base_url, self.model, **dict(self.engine_options or {}))
+            options = dict(self.engine_options or {})
+            unknown = sorted(set(options) - _REMOTE_OPTIONS)
+            if unknown:
+                raise ValueError(
+                    f"{type(self).__name__}: engine_options {unknown} do not apply to remote servers "
+                    f"(base_url is set); the remote client takes {sorted(_REMOTE_OPTIONS)}, and the "
+                    "servers' own engine options are set where they are started"
+                )
+            return get_remote_engine(self.base_url, self.model, **options)
         return get_engine(self.model, self.engine_options)
 
     def fit(self, X: Any, y: Any) -> LLMLabelClassifier:

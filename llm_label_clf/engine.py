@@ -183,6 +183,9 @@ def shutdown_engines() -> None:
 
 
 def _at_exit() -> None:
+    from .remote import shutdown_remote_engines
+
+    shutdown_remote_engines()
     shutdown_engines()
     stop_loop()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,29 @@ class LabelScores:
     top_token: np.ndarray  # (n_prompts,)
 
 
+@dataclass(frozen=True)
+class _ReadParams:
+    """What a remote read needs of vLLM's ``SamplingParams``, for clients
+    installed without vLLM (the ``remote`` extra)."""
+
+    max_tokens: int = 1
+    temperature: float = 0.0
+    logprob_token_ids: list[int] | None = None
+    detokenize: bool = False
+    logprobs: int | None = None
+
+
+def _request_types() -> tuple[Any, Any]:
+    """vLLM's ``SamplingParams`` and ``TokensPrompt``, or plain stand-ins
+    where vLLM is not installed (remote servers only)."""
+    try:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+    except ImportError:
+        return _ReadParams, dict
+    return SamplingParams, TokensPrompt
+
+
 def _groups(ids: Sequence[int]) -> list[list[int]]:
     return [list(ids[i : i + MAX_LOGPROB_TOKEN_IDS]) for i in range(0, len(ids), MAX_LOGPROB_TOKEN_IDS)]
 
@@ -40,9 +64,7 @@ async def read_label_logprobs(
 ) -> LabelScores:
     """Reads ``label_ids`` after each prompt (token ids). ``offset`` is the index
     of ``prompts[0]`` in the caller's input, so errors name the caller's items."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
+    SamplingParams, TokensPrompt = _request_types()
     groups = _groups(label_ids)
     n = len(prompts)
     inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]

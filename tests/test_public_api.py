@@ -17,8 +17,10 @@ def test_all_is_pinned():
         "NotFittedError",
         "TruncationWarning",
         "get_engine",
+        "get_remote_engine",
         "next_token_label_reads",
         "shutdown_engines",
+        "shutdown_remote_engines",
     ]
     for name in llm_label_clf.__all__:
         assert getattr(llm_label_clf, name) is not None

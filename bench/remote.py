@@ -1,0 +1,258 @@
+"""Remote engines against the embedded one: label-read throughput (texts/s) of
+``scoring.read_label_logprobs`` over SST-2 dev texts on the embedded engine,
+on one vLLM server and on two, plus each server's start-up time and one
+``/v1/completions`` request carrying every prompt (the HTTP floor). Checks
+that the remote logprobs equal the embedded ones. Writes
+``bench/results/remote.json`` and ``bench/results/remote.md``.
+
+All engines stay up and take turns in every round, so load from other
+processes hits each alike. Run: ``python bench/remote.py [--texts 400]
+[--rounds 3]``. Every contender shares this machine's cores with the client
+(and two servers share them with each other): on a small machine a second
+server adds no compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PROMPT = "Review: {text}\nSentiment (positive or negative):"
+LABELS = (" positive", " negative")
+MODEL = "smollm2-135m-instruct"
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+def load_texts(n: int) -> list[str]:
+    import pandas as pd
+
+    folder = Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
+    return pd.read_csv(folder / "sst2_dev.csv")["text"].iloc[:n].tolist()
+
+
+def build_prompts(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], list[int]]:
+    """Prompt ids and the label tokens as tokenized after the prompt."""
+    prompts, label_ids = [], None
+    for text in texts:
+        prompt = PROMPT.format(text=text)
+        ids = tokenizer.encode(prompt, add_special_tokens=False)
+        labels = [tokenizer.encode(prompt + label, add_special_tokens=False)[len(ids)] for label in LABELS]
+        assert label_ids in (None, labels), "label tokens differ between prompts"
+        prompts.append(ids)
+        label_ids = labels
+    return prompts, label_ids or []
+
+
+class Server:
+    """A vLLM OpenAI server on loopback in its own process group."""
+
+    def __init__(self, model_path: str, log: Path) -> None:
+        from llm_label_clf.engine import _prepare_environment
+
+        _prepare_environment()  # the embedded engine's thread binding
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", model_path, "--served-model-name", MODEL,
+            "--host", "127.0.0.1", "--port", str(port),
+            "--enforce-eager", "--kv-cache-memory-bytes", str(1 << 30),
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+        start = time.perf_counter()
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.start_s = self._wait_healthy(start, log)
+
+    def _wait_healthy(self, start: float, log: Path, timeout_s: float = 600) -> float:
+        import httpx
+
+        while time.perf_counter() - start < timeout_s and self.proc.poll() is None:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return time.perf_counter() - start
+            except httpx.TransportError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"server {self.url} did not start; see {log}")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def timed_reads(
+    engines: dict[str, Any], prompts: list[list[int]], label_ids: list[int], rounds: int
+) -> dict[str, dict[str, Any]]:
+    """Per engine: a warm-up read, then ``rounds`` timed reads of every prompt,
+    the engines taking turns each round (so load from elsewhere hits all alike)."""
+    from llm_label_clf._bridge import run_sync
+    from llm_label_clf.scoring import read_label_logprobs
+
+    results: dict[str, dict[str, Any]] = {name: {"rounds": [], "loads": []} for name in engines}
+    for engine in engines.values():
+        run_sync(read_label_logprobs(engine, prompts[:16], label_ids))
+    for _ in range(rounds):
+        for name, engine in engines.items():
+            start = time.perf_counter()
+            results[name]["scores"] = run_sync(read_label_logprobs(engine, prompts, label_ids))
+            results[name]["rounds"].append(len(prompts) / (time.perf_counter() - start))
+            results[name]["loads"].append(os.getloadavg()[0])
+            print(f"{name}: {results[name]['rounds'][-1]:.1f} texts/s", flush=True)
+    for result in results.values():
+        result["texts_per_s"] = statistics.median(result["rounds"])
+        result["load_avg_1m"] = statistics.median(result.pop("loads"))
+    return results
+
+
+def raw_batched_http(url: str, prompts: list[list[int]], label_ids: list[int]) -> float:
+    """Texts/s of one ``/v1/completions`` request carrying every prompt."""
+    import httpx
+
+    body = {
+        "model": MODEL, "prompt": prompts, "max_tokens": 1, "temperature": 0, "logprobs": len(label_ids),
+        "logprob_token_ids": label_ids, "return_tokens_as_token_ids": True,
+    }  # fmt: skip
+    start = time.perf_counter()
+    response = httpx.post(f"{url}/v1/completions", json=body, timeout=600)
+    response.raise_for_status()
+    assert len(response.json()["choices"]) == len(prompts)
+    return len(prompts) / (time.perf_counter() - start)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    rows = [
+        ("embedded AsyncLLM (in process)", doc["embedded"], f"{doc['embedded']['start_s']:.1f}"),
+        ("one server, RemoteClient", doc["one_server"], f"{doc['servers_start_s'][0]:.1f}"),
+        ("one server, a request per read (max_batch=1)", doc["one_server_unbatched"], "same"),
+        ("two servers, RemoteClient", doc["two_servers"], f"{doc['servers_start_s'][1]:.1f} (2nd)"),
+    ]
+    lines = [
+        f"SST-2 dev, {doc['texts']} texts, built-in model, {doc['machine']['cpus']} CPUs shared by client and "
+        f"server(s); median of {doc['rounds']} rounds after a warm-up; at most {doc['max_concurrency']} reads in "
+        f"flight per server, up to {doc['max_batch']} prompts a request. The load average shows what else ran.",
+        "",
+        "| engine | texts/s | rounds | start-up s | 1-min load avg |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for name, result, start in rows:
+        rounds = ", ".join(f"{r:.1f}" for r in result["rounds"])
+        lines.append(f"| {name} | {result['texts_per_s']:.1f} | {rounds} | {start} | {result['load_avg_1m']:.1f} |")
+    lines += [
+        "",
+        f"One `/v1/completions` request carrying all {doc['texts']} prompts (the HTTP floor, no per-read "
+        f"requests): {doc['raw_batched_http_texts_per_s']:.1f} texts/s.",
+        f"Connecting (model check, tokenizer load and check, logprob_token_ids probe): "
+        f"{doc['connect_s']:.1f} s one server.",
+        "Max |remote - embedded| label logprob: "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.3g}" for k, v in doc["max_abs_diff"].items())
+        + ".",
+        "",
+        f"Two servers / one: {doc['two_servers']['texts_per_s'] / doc['one_server']['texts_per_s']:.2f}x; "
+        "embedded / one server: "
+        f"{doc['embedded']['texts_per_s'] / doc['one_server']['texts_per_s']:.2f}x. Here the servers share the "
+        "client's cores (and each other's), so a second server adds no compute: a gain means the CPUs were "
+        "not saturated or other processes competed (see the load average). Spreading reads pays off when "
+        "servers run on separate machines or GPUs.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--texts", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-concurrency", type=int, default=32)
+    parser.add_argument("--max-batch", type=int, default=16)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+    import numpy as np
+
+    from llm_label_clf.builtin_model import resolve_model
+    from llm_label_clf.engine import get_engine, shutdown_engines
+    from llm_label_clf.remote import get_remote_engine, shutdown_remote_engines
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    texts = load_texts(args.texts)
+    started = time.strftime("%Y-%m-%d %H:%M")
+
+    start = time.perf_counter()
+    engine = get_engine(MODEL)
+    embedded_start = time.perf_counter() - start
+    prompts, label_ids = build_prompts(engine.tokenizer, texts)
+    options = {"max_concurrency": args.max_concurrency, "max_batch": args.max_batch}
+    servers: list[Server] = []
+    try:
+        for name in "ab":
+            servers.append(Server(resolve_model(MODEL), RESULTS / f"remote-server-{name}.log"))
+            print(f"server {name} up in {servers[-1].start_s:.1f} s", flush=True)
+        start = time.perf_counter()
+        one = get_remote_engine(servers[0].url, MODEL, **options)
+        connect_s = time.perf_counter() - start
+        engines = {
+            "embedded": engine,
+            "one_server": one,
+            "one_server_unbatched": get_remote_engine(servers[0].url, MODEL, **(options | {"max_batch": 1})),
+            "two_servers": get_remote_engine([s.url for s in servers], MODEL, **options),
+        }
+        found = timed_reads(engines, prompts, label_ids, args.rounds)
+        raw = raw_batched_http(servers[0].url, prompts, label_ids)
+    finally:
+        shutdown_remote_engines()
+        for server in servers:
+            server.stop()
+        shutdown_engines()
+    embedded, one_server, unbatched, two_servers = found.values()
+    embedded["start_s"] = embedded_start
+
+    reference = embedded.pop("scores").logprobs
+    remote = {"one_server": one_server, "one_server_unbatched": unbatched, "two_servers": two_servers}
+    diffs = {name: float(np.abs(result.pop("scores").logprobs - reference).max()) for name, result in remote.items()}
+    doc = {
+        "started": started,
+        "texts": len(texts),
+        "rounds": args.rounds,
+        "max_concurrency": args.max_concurrency,
+        "max_batch": args.max_batch,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "embedded": embedded,
+        "one_server": one_server,
+        "one_server_unbatched": unbatched,
+        "two_servers": two_servers,
+        "servers_start_s": [s.start_s for s in servers],
+        "connect_s": connect_s,
+        "raw_batched_http_texts_per_s": raw,
+        "max_abs_diff": diffs,
+    }
+    text = markdown(doc)
+    (RESULTS / "remote.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (RESULTS / "remote.md").write_text(text)
+    for log in RESULTS.glob("remote-server-*.log"):
+        log.unlink()
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
