@@ -131,9 +131,11 @@ def start_llm() -> Any:
 
 
 def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
-    """One ``LLM.generate`` call: per text, one next-token read per label-trie
-    node with ``logprob_token_ids`` (one read for one-token labels); returns
-    each class's full-vocabulary logprob."""
+    """Per text, one next-token read with ``logprob_token_ids`` per label-trie
+    node (one read for one-token labels), as the estimator scores: one
+    ``LLM.generate`` call per trie level, shallow first, so deeper reads can
+    find the prompt in the prefix cache. Returns each class's full-vocabulary
+    logprob."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -146,13 +148,14 @@ def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
         for prefix, ids in trie.items()
     }
     prompts = [tok.encode(render(task, t)) for t in texts]
-    keys = [(i, prefix) for i in range(len(prompts)) for prefix in trie]
-    inputs = [TokensPrompt(prompt_token_ids=prompts[i] + list(prefix)) for i, prefix in keys]
-    outs = llm.generate(inputs, [params[prefix] for _, prefix in keys], use_tqdm=False)
     reads: list[dict[tuple[int, ...], dict[int, float]]] = [{} for _ in prompts]
-    for (i, prefix), out in zip(keys, outs, strict=True):
-        first = out.outputs[0].logprobs[0]
-        reads[i][prefix] = {t: first[t].logprob for t in trie[prefix]}
+    for depth in sorted({len(prefix) for prefix in trie}):
+        keys = [(i, prefix) for i in range(len(prompts)) for prefix in trie if len(prefix) == depth]
+        inputs = [TokensPrompt(prompt_token_ids=prompts[i] + list(prefix)) for i, prefix in keys]
+        outs = llm.generate(inputs, [params[prefix] for _, prefix in keys], use_tqdm=False)
+        for (i, prefix), out in zip(keys, outs, strict=True):
+            first = out.outputs[0].logprobs[0]
+            reads[i][prefix] = {t: first[t].logprob for t in trie[prefix]}
     return np.array([path_logprobs(r, paths) for r in reads])
 
 

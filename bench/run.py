@@ -7,15 +7,18 @@ the alternatives, with the built-in model on SST-2 dev and an AG News sample:
 4. a hand-written transformers batched forward pass;
 5. generate-and-parse as scikit-llm does it (vLLM, a few greedy tokens).
 
-Plus scenarios of the estimator (few-shot with the prefix cache on and off,
-``cross_val_score``, text length, ``batch_size`` and threads). Each contender
-runs in its own process (``--worker NAME``) so its peak memory is its own;
-raw vLLM and the estimator run ``--rounds`` times, alternating, and the
-summary shows medians. Writes ``bench/results/summary.json`` and
-``summary.md`` and refreshes the README's performance section.
+Each contender lives in its own process for the whole run (``--serve NAME``),
+so its peak memory is its own, and times one pass when asked. The machine is
+shared, so passes are interleaved: raw vLLM stays up throughout, and each
+other contender's passes alternate with its passes (rotating who goes first),
+so every ratio compares passes that ran under the same load. Then the
+estimator's scenarios (few-shot with the prefix cache on and off,
+``cross_val_score``, ``batch_size`` and threads) run in one more process.
 
-Run: ``make bench`` (or ``python bench/run.py``; ``--quick`` for a smoke run of
-a few texts, written to ``bench/results/quick/`` and not to the README).
+Writes ``bench/results/summary.json`` and ``summary.md`` and refreshes the
+README's performance section. Run: ``make bench`` (or ``python bench/run.py``;
+``--quick`` for a smoke run on a few texts, written to ``bench/results/quick/``
+and not to the README).
 """
 
 from __future__ import annotations
@@ -26,102 +29,222 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-#: Contenders repeated each round (cheap, and the ratio that matters); the rest run once.
-REPEATED = ("raw", "clf")
+#: Marks the lines a worker writes for the orchestrator (vLLM may print too).
+TAG = "@@bench "
+ANCHOR = "raw"
+#: Memory (GiB) a contender's process tree needs, waited for before it starts.
+NEEDS_GIB = {"raw": 5.0, "clf": 5.0, "genparse": 5.0, "skorch": 2.0, "hf": 2.0, "scenarios": 5.0}
+MEMORY_WAIT_S = 600
 
 
-def schedule(rounds: int) -> list[str]:
-    """Worker order: the repeated pair alternates its order round to round, and
-    the single-run contenders sit between the first two rounds."""
-    order: list[str] = []
-    for r in range(rounds):
-        order += list(REPEATED if r % 2 == 0 else REPEATED[::-1])
-        if r == 0:
-            order += ["hf", "genparse", "skorch"]
-    return [*order, "scenarios"]
+def phases(size: Any) -> list[tuple[tuple[str, ...], list[tuple[str, int, tuple[str, ...]]]]]:
+    """Who joins raw vLLM in each phase, and per task how many passes and by whom."""
+    few = max(size.passes - 1, 1)
+    goal_group = (ANCHOR, "clf", "skorch")
+    lengths = [(f"length:{n}", few, (ANCHOR, "clf")) for n in size.length_texts]
+    return [
+        (("clf", "skorch"), [("sst2", size.passes, goal_group), ("agnews", few, goal_group), *lengths]),
+        (("hf",), [("sst2", few, (ANCHOR, "hf")), ("agnews", few, (ANCHOR, "hf"))]),
+        (("genparse",), [("sst2", few, (ANCHOR, "genparse")), ("agnews", few, (ANCHOR, "genparse"))]),
+    ]
 
 
-def run_worker(name: str, quick: bool, log: Path) -> dict[str, Any]:
-    """Runs one worker in a fresh process; its stderr goes to ``log``. Returns
-    its result with the wall time and the 1-minute load average at start and end
-    (or an ``error`` entry when the process failed)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name] + (["--quick"] if quick else [])
-    load_start, start = os.getloadavg()[0], time.perf_counter()
+# ------------------------------------------------------------------ workers
+
+
+def emit(out: IO[str], message: dict[str, Any]) -> None:
+    out.write(TAG + json.dumps(message) + "\n")
+    out.flush()
+
+
+def serve(name: str, quick: bool) -> None:
+    """A contender's process: start, then time one pass per request read from
+    stdin (``{"op": "pass", "task": ...}``) until ``{"op": "end"}``; errors are
+    reported, not raised, so one failing task does not end the run."""
+    from bench.common import PeakRSS, sizes
+    from bench.contenders import CONTENDERS
+
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything else printed goes to the log
+    with PeakRSS() as rss:
+        try:
+            contender = CONTENDERS[name](sizes(quick))
+            emit(out, contender.start())
+        except Exception as exc:  # noqa: BLE001 (reported to the orchestrator)
+            traceback.print_exc()
+            emit(out, {"error": f"{type(exc).__name__}: {exc}"[:500]})
+            return
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request["op"] == "end":
+                break
+            try:
+                emit(out, contender.run_pass(request["task"]))
+            except Exception as exc:  # noqa: BLE001 (e.g. labels the estimator does not support)
+                traceback.print_exc()
+                emit(out, {"task": request["task"], "error": f"{type(exc).__name__}: {exc}"[:500]})
+    emit(out, {"peak_rss_gib": rss.gib})
+
+
+class Session:
+    """The orchestrator's handle on one serving contender process."""
+
+    def __init__(self, name: str, quick: bool, log: Path) -> None:
+        self.name = name
+        self.memory_wait_s = wait_for_memory(NEEDS_GIB.get(name, 5.0))
+        self.load_start = os.getloadavg()[0]
+        self._log = log.open("w")
+        command = [sys.executable, str(Path(__file__).resolve()), "--serve", name] + (["--quick"] if quick else [])
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     text=True, cwd=ROOT)
+        self.started = self._read()
+        self.passes: list[dict[str, Any]] = []
+
+    @property
+    def alive(self) -> bool:
+        return "error" not in self.started and self.proc.poll() is None
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(TAG):
+                return json.loads(line[len(TAG):])
+        return {"error": f"the {self.name} process exited ({self.proc.wait()}); see {self._log.name}"}
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            return {"error": f"the {self.name} process is gone; see {self._log.name}"}
+        return self._read()
+
+    def run_pass(self, task: str) -> dict[str, Any]:
+        result = self.request({"op": "pass", "task": task}) if self.alive else {"error": self.started.get("error")}
+        result.setdefault("task", task)
+        self.passes.append(result)
+        return result
+
+    def close(self) -> dict[str, Any]:
+        final = self.request({"op": "end"}) if self.alive else {}
+        self.proc.wait()
+        self._log.close()
+        return {"worker": self.name, **self.started, **final, "memory_wait_s": self.memory_wait_s,
+                "load_avg_1m_start": self.load_start, "load_avg_1m_end": os.getloadavg()[0], "passes": self.passes}
+
+
+def wait_for_memory(gib: float) -> float:
+    """Waits (up to ``MEMORY_WAIT_S``) until ``gib`` GiB are available, so a
+    contender does not push a shared machine into the OOM killer; returns the
+    seconds waited."""
+    import psutil
+
+    began = time.perf_counter()
+    while psutil.virtual_memory().available < gib * 2**30 and time.perf_counter() - began < MEMORY_WAIT_S:
+        time.sleep(5)
+    return time.perf_counter() - began
+
+
+def run_scenarios(quick: bool, log: Path) -> dict[str, Any]:
+    """The estimator's scenarios in one fresh process (no engine started yet)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--scenarios"] + (["--quick"] if quick else [])
+    meta = {"memory_wait_s": wait_for_memory(NEEDS_GIB["scenarios"]), "load_avg_1m_start": os.getloadavg()[0]}
+    began = time.perf_counter()
     with log.open("w") as err:
         proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, check=False)
-    meta = {"worker": name, "wall_s": time.perf_counter() - start, "load_avg_1m_start": load_start,
-            "load_avg_1m_end": os.getloadavg()[0]}
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = log.read_text().strip().splitlines()[-3:]
-        return {"name": name, "error": f"exit code {proc.returncode}: {' | '.join(tail)} (log: {log})", **meta}
-    return {**json.loads(lines[-1]), **meta}
+    meta.update(wall_s=time.perf_counter() - began, load_avg_1m_end=os.getloadavg()[0])
+    tagged = [line[len(TAG):] for line in proc.stdout.splitlines() if line.startswith(TAG)]
+    if proc.returncode != 0 or not tagged:
+        return {"error": f"exit code {proc.returncode}; see {log}", **meta}
+    return {**json.loads(tagged[-1]), **meta}
 
 
-def worker(name: str, quick: bool) -> dict[str, Any]:
+# -------------------------------------------------------------- orchestrator
+
+
+def interleave(quick: bool, out: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Runs the phases: raw vLLM up throughout, the others joining phase by
+    phase; within a task, pass ``p`` goes round the group starting at member
+    ``p``. Returns each contender's closed session and the cycles."""
     from bench.common import sizes
-    from bench.contenders import WORKERS
-    from bench.scenarios import scenarios
 
-    return {**WORKERS, "scenarios": scenarios}[name](sizes(quick))
+    size = sizes(quick)
+    sessions = {ANCHOR: Session(ANCHOR, quick, out / f"{ANCHOR}.log")}
+    print(f"{ANCHOR}: started {sessions[ANCHOR].started}", flush=True)
+    closed: dict[str, dict[str, Any]] = {}
+    cycles: list[dict[str, Any]] = []
+    for members, tasks in phases(size):
+        for name in members:
+            sessions[name] = Session(name, quick, out / f"{name}.log")
+            print(f"{name}: started {sessions[name].started}", flush=True)
+        for task, passes, group in tasks:
+            for p in range(passes):
+                order = [*group[p % len(group):], *group[: p % len(group)]]
+                cycle = {"task": task, "pass": p, "order": order, "texts_per_s": {}}
+                for name in order:
+                    result = sessions[name].run_pass(task)
+                    cycle["texts_per_s"][name] = result.get("texts_per_s")
+                cycles.append(cycle)
+                shown = ", ".join(f"{k} {v:.1f}" if v else f"{k} failed" for k, v in cycle["texts_per_s"].items())
+                print(f"{task} pass {p + 1}/{passes}: texts/s {shown}", flush=True)
+        for name in members:
+            closed[name] = sessions.pop(name).close()
+    closed[ANCHOR] = sessions.pop(ANCHOR).close()
+    return closed, cycles
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run on a few texts")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds of raw vLLM and the estimator")
-    parser.add_argument("--only", nargs="+", help="run only these workers (no README update)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--scenarios", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.quick)), flush=True)
+    if args.serve:
+        serve(args.serve, args.quick)
+        return
+    if args.scenarios:
+        from bench.common import sizes
+        from bench.scenarios import scenarios
+
+        emit(sys.stdout, scenarios(sizes(args.quick)))
         return
 
     from bench import readme, report
     from bench.common import sizes
 
-    size = sizes(args.quick)
-    rounds = args.rounds or (1 if args.quick else 2)
     out = RESULTS / "quick" if args.quick else RESULTS
     out.mkdir(parents=True, exist_ok=True)
     if args.quick:
         (out / ".gitignore").write_text("*\n")
     began, start = time.strftime("%Y-%m-%d %H:%M"), time.perf_counter()
-    runs: dict[str, list[dict[str, Any]]] = {}
-    order = [w for w in schedule(rounds) if not args.only or w in args.only]
-    for i, name in enumerate(order):
-        result = run_worker(name, args.quick, out / f"{name}-{len(runs.get(name, []))}.log")
-        runs.setdefault(name, []).append(result)
-        status = result.get("error") or f"{result['wall_s']:.0f} s"
-        print(f"[{i + 1}/{len(order)}] {name}: {status}", flush=True)
-    contenders = {k: report.summarize_contender(v) for k, v in runs.items() if k != "scenarios"}
-    document: dict[str, Any] = {}
-    document.update(report.ratios(contenders))
-    document.update({
-        "goals": {},
-        "started": began,
-        "finished": time.strftime("%Y-%m-%d %H:%M"),
-        "wall_s": time.perf_counter() - start,
-        "quick": args.quick,
-        "rounds": rounds,
-        "sizes": {**vars(size), "length_texts": {str(k): v for k, v in size.length_texts.items()}},
-        "machine": report.machine(),
-        "contenders": contenders,
-        "scenarios": (runs.get("scenarios") or [{}])[0],
-        "runs": runs,
-    })
-    document["goals"] = report.goals(document)
+    closed, cycles = interleave(args.quick, out)
+    print("scenarios ...", flush=True)
+    scenario_results = run_scenarios(args.quick, out / "scenarios.log")
+    size = sizes(args.quick)
+    document = report.build(
+        closed,
+        cycles,
+        scenario_results,
+        started=began,
+        finished=time.strftime("%Y-%m-%d %H:%M"),
+        wall_s=time.perf_counter() - start,
+        quick=args.quick,
+        sizes={**vars(size), "length_texts": {str(k): v for k, v in size.length_texts.items()}},
+    )
     text = report.markdown(document)
     (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n")
     (out / "summary.md").write_text(text)
     print(text)
-    if not args.quick and not args.only:
+    if not args.quick and not args.no_readme:
         readme.update(text)
 
 

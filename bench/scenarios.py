@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import (
+    MODEL,
     SEED,
     PeakRSS,
     Sizes,
@@ -94,41 +95,59 @@ def threads(task: Task, estimator: Any, rounds: int) -> dict[str, Any]:
     return _throughput(len(task.texts), _rounds(THREADS, run, rounds), request_texts=REQUEST_TEXTS)
 
 
-def few_shot_split(task: Task, n_eval: int) -> tuple[Task, str]:
-    """Texts to evaluate (a seeded sample) and a few-shot block of
-    ``SHOTS_PER_CLASS`` examples per class drawn from the other rows, classes
-    alternating, each rendered with the prompt and its answer."""
+def few_shot_split(task: Task, n_eval: int) -> tuple[Task, Task, str]:
+    """Texts to evaluate (a seeded sample), the other rows (the pool examples
+    come from), and a few-shot block of ``SHOTS_PER_CLASS`` pool examples per
+    class, classes alternating, each rendered with the prompt and its answer
+    (for an estimator without ``few_shot=``, where the block goes into
+    ``instructions=``)."""
     order = np.random.default_rng(SEED + 1).permutation(len(task.texts))
-    evaluated, pool = order[:n_eval], order[n_eval:]
-    shots = {c: [i for i in pool if task.y[i] == c][:SHOTS_PER_CLASS] for c in task.classes}
-    lines = [render(task, task.texts[shots[c][j]]) + " " + task.labels[c]
+
+    def rows(index: np.ndarray) -> Task:
+        return Task(task.name, [task.texts[i] for i in index], task.y[index], task.prompt, task.labels)
+
+    evaluated, pool = rows(order[:n_eval]), rows(order[n_eval:])
+    shots = {c: [i for i in range(len(pool.texts)) if pool.y[i] == c][:SHOTS_PER_CLASS] for c in task.classes}
+    lines = [render(pool, pool.texts[shots[c][j]]) + " " + task.labels[c]
              for j in range(SHOTS_PER_CLASS) for c in task.classes]
-    subset = Task(task.name, [task.texts[i] for i in evaluated], task.y[evaluated], task.prompt, task.labels)
-    return subset, "\n\n".join(lines) + "\n"
+    return evaluated, pool, "\n\n".join(lines) + "\n"
 
 
 def few_shot(task: Task, n_eval: int, warmup: list[str]) -> dict[str, Any]:
-    """Zero-shot, then few-shot (the block in ``instructions=``) with the prefix
-    cache on (the default) and off (``enable_prefix_caching=False``, its own
-    engine), on the same texts. Each pass starts with an empty cache."""
+    """Zero-shot, then few-shot with the prefix cache on (the default) and off
+    (``enable_prefix_caching=False``, its own engine), on the same texts, one
+    pass each from an empty cache. Few-shot uses the estimator's
+    ``few_shot=SHOTS_PER_CLASS`` (examples drawn from the rows not evaluated,
+    given to ``fit``) where it exists, else the block in ``instructions=``;
+    with ``calibration=`` available, also few-shot with ``calibration="batch"``."""
+    from llm_label_clf import LLMLabelClassifier
     from llm_label_clf.engine import get_engine, shutdown_engines
 
-    subset, block = few_shot_split(task, n_eval)
-    tokenizer = get_engine(make_estimator(task).model, None).tokenizer
-    out: dict[str, Any] = {"shots_per_class": SHOTS_PER_CLASS, "texts": len(subset.texts),
-                           "block_tokens": len(tokenizer.encode(block))}
-    settings = [("zero-shot", None, None), ("few-shot, prefix cache on", block, None),
-                ("few-shot, prefix cache off", block, {"enable_prefix_caching": False})]
-    for name, instructions, options in settings:
-        if options is not None:
+    evaluated, pool, block = few_shot_split(task, n_eval)
+    params = LLMLabelClassifier().get_params()
+    native = "few_shot" in params
+    shots: dict[str, Any] = (
+        {"few_shot": SHOTS_PER_CLASS, "random_state": SEED} if native else {"instructions": block}
+    )
+    tokenizer = get_engine(MODEL, None).tokenizer
+    out: dict[str, Any] = {"shots_per_class": SHOTS_PER_CLASS, "texts": len(evaluated.texts),
+                           "via": "few_shot=" if native else "instructions="}
+    settings: list[tuple[str, dict[str, Any]]] = [("zero-shot", {}), ("few-shot, prefix cache on", shots)]
+    if "calibration" in params:
+        settings.append(("few-shot + calibration='batch', prefix cache on", {**shots, "calibration": "batch"}))
+    settings.append(("few-shot, prefix cache off", {**shots, "engine_options": {"enable_prefix_caching": False}}))
+    for name, options in settings:
+        if "engine_options" in options:
             shutdown_engines()  # one engine at a time in memory
-        fitted = make_estimator(subset, instructions=instructions, engine_options=options)
-        fitted.fit(subset.texts, subset.y)
+        fitted = make_estimator(evaluated, **options).fit(pool.texts, pool.y)
         fitted.predict_proba(warmup)
-        before = empty_prefix_cache if options is None else None
-        proba, durations = timed_passes(lambda e=fitted: e.predict_proba(subset.texts), 1, before)
-        prompt = (f"{instructions}\n" if instructions else "") + render(subset, subset.texts[0])
-        out[name] = scores(subset, durations=durations, proba=proba, prompt_tokens=len(tokenizer.encode(prompt)))
+        before = empty_prefix_cache if "engine_options" not in options else None
+        proba, durations = timed_passes(lambda e=fitted: e.predict_proba(evaluated.texts), 1, before)
+        prefix = getattr(fitted, "few_shot_prefix_", "") or (f"{fitted.instructions}\n" if fitted.instructions else "")
+        if prefix:
+            out["block_tokens"] = len(tokenizer.encode(prefix))
+        prompt_tokens = len(tokenizer.encode(prefix + render(evaluated, evaluated.texts[0])))
+        out[name] = scores(evaluated, durations=durations, proba=proba, prompt_tokens=prompt_tokens)
     return out
 
 

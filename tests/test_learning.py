@@ -38,9 +38,12 @@ def mean_log(log_proba):
     return np.log(np.exp(log_proba).mean(axis=0))
 
 
-def test_few_shot_examples_form_a_shared_prefix(engine, sst2):
+def test_few_shot_examples_form_a_shared_prefix(fp32_engine, sst2):
+    """Checked on the fp32 engine: in bf16 a long prompt's logprobs can move by
+    ~0.1 nats with its batch-mates and the cache state; in fp32 by ~2e-5."""
     X, y = sst2
-    clf = make_classifier(few_shot=2, random_state=0).fit(X, y)
+    engine = fp32_engine
+    clf = make_classifier(few_shot=2, random_state=0, engine_options={"dtype": "float32"}).fit(X, y)
     rows = clf.few_shot_rows_
     assert len(rows) == 4 and sorted(y[rows].tolist()) == ["negative", "negative", "positive", "positive"]
     assert y[rows[0]] != y[rows[1]] and y[rows[2]] != y[rows[3]]  # class after class
@@ -50,7 +53,7 @@ def test_few_shot_examples_form_a_shared_prefix(engine, sst2):
     prompts = [tok.encode(prefix + SST2_TEMPLATE.format(text=t)) for t in X[:4]]
     ids = [i[0] for i in clf.label_token_ids_]
     expected = softmax(np.array(read_label_logprobs(engine, prompts, ids)), axis=1)
-    np.testing.assert_allclose(clf.predict_proba(X[:4]), expected, atol=1e-9)
+    np.testing.assert_allclose(clf.predict_proba(X[:4]), expected, atol=1e-4)
     again = make_classifier(few_shot=2, random_state=0).fit(X, y)
     assert again.few_shot_rows_ == rows
     others = {tuple(make_classifier(few_shot=2, random_state=s).fit(X, y).few_shot_rows_) for s in (1, 2, 3)}
