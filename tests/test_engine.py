@@ -115,8 +115,11 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(engine, sst2_prompts
             _thread.interrupt_main()
 
     timer = threading.Thread(target=press_ctrl_c, daemon=True)
-    inputs = [TokensPrompt(prompt_token_ids=p.ids) for p in sst2_prompts]
-    params = [label_params(p.label_ids) for p in sst2_prompts]
+    # four passes over the prompts: long enough that the timer thread sees the
+    # read in flight even when other work starves it of CPU
+    long_read = list(sst2_prompts) * 4
+    inputs = [TokensPrompt(prompt_token_ids=p.ids) for p in long_read]
+    params = [label_params(p.label_ids) for p in long_read]
     try:
         with pytest.raises(KeyboardInterrupt):
             timer.start()
