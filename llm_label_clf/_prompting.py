@@ -92,7 +92,7 @@ class PromptingMixin:
         texts = [self._render(template, r, engine, label_fields) for r in records]
         ids = engine.tokenizer(texts, add_special_tokens=not self.chat_)["input_ids"] if texts else []
         # the deepest label read appends part of a label to the prompt
-        limit = engine.max_model_len - 1 - self._trie().max_prefix_len
+        limit = engine.max_model_len - self._reserved_tokens()
         truncated = []
         for i, row in enumerate(ids):
             if len(row) <= limit:

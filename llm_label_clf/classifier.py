@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import get_loop, run_sync
 from ._inputs import as_records
+from ._joint import JointReadMixin, read_joint
 from ._learning import LearningMixin
 from ._outputs import output_labels, output_prompts
 from ._prompting import PromptingMixin
@@ -40,11 +41,19 @@ from .scoring import LabelScores, read_sequence_logprobs
 
 __all__ = ["LLMLabelClassifier"]
 
+T = TypeVar("T")
+
 
 _LOW_MASS_POLICIES = ("ignore", "raise", "warn")
 _TOO_LONG_POLICIES = ("raise", "truncate")
 _LABEL_MODES = ("auto", "first_token", "full_sequence", "options")
 _LENGTH_NORMS = (None, "token", "char")
+_MULTIOUTPUT_READS = ("joint", "separate")
+#: Fitted attributes that one kind of fit sets and another does not: cleared on refit.
+_FIT_ATTRIBUTES = (
+    "estimators_", "n_outputs_", "output_kind_", "few_shot_prefix_",
+    "joint_names_", "joint_options_", "joint_regex_", "joint_token_ids_",
+)
 #: What ``engine_options`` may hold with ``base_url``: the remote client's settings.
 _REMOTE_OPTIONS = {"max_concurrency", "timeout_s", "max_retries", "api_key_env", "max_batch"}
 #: How many training rows are rendered to check that labels tokenize the same after each.
@@ -59,7 +68,7 @@ def _progress_bar(total: int) -> Any:
     return tqdm(total=total, unit="text")
 
 
-class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEstimator):
+class LLMLabelClassifier(ClassifierMixin, JointReadMixin, PromptingMixin, LearningMixin, BaseEstimator):
     """Zero-shot text classifier over an LLM's next-token label logprobs.
 
     Parameters
@@ -138,6 +147,17 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         on its batch-mates); "learned" fits a logistic regression on the label
         log-probabilities of the training texts (not those used as few-shot
         examples), cross-fitted over up to 5 folds.
+    multioutput_read : {"separate", "joint"}, default="separate"
+        For a 2-D ``y`` (several outputs). "separate": each output is its own
+        read of the text (its own prompt, any ``label_mode``), and the reads
+        share the text's cached prefix where their prompts start alike. "joint":
+        one read per text answers every output: the prompt lists each output's
+        classes as lettered options and vLLM's structured outputs hold the
+        reply to one letter per line, read at each output's position (the
+        core's ``slots``); a later output is read after the model's own answer
+        to the earlier ones. Separate is the default: on TREC with the built-in
+        model the joint read was 7.8x faster but near chance (the model cannot
+        answer by letter), and separate reads are exact per output (README).
 
     Attributes
     ----------
@@ -180,6 +200,7 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         threshold: float = 0.5,
         few_shot: int = 0,
         calibration: str | None = None,
+        multioutput_read: str = "separate",
     ) -> None:
         self.model = model
         self.base_url = base_url
@@ -199,6 +220,7 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         self.threshold = threshold
         self.few_shot = few_shot
         self.calibration = calibration
+        self.multioutput_read = multioutput_read
 
     # ------------------------------------------------------------------ fit
 
@@ -260,6 +282,8 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
             raise bad("calibration", "must be None, 'contextual', 'batch' or 'learned'")
         if not isinstance(self.threshold, numbers.Real) or not 0 < self.threshold < 1:
             raise bad("threshold", "must be a number in (0, 1)")
+        if self.multioutput_read not in _MULTIOUTPUT_READS:
+            raise bad("multioutput_read", f"must be one of {list(_MULTIOUTPUT_READS)}")
         if self.too_long not in _TOO_LONG_POLICIES:
             raise bad("too_long", f"must be one of {sorted(_TOO_LONG_POLICIES)}")
         try:
@@ -301,7 +325,7 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         if len(records) == 0:
             raise ValueError("fit needs at least one labelled example; got an empty X")
         target = as_target(y, len(records))
-        for name in ("estimators_", "n_outputs_", "output_kind_"):
+        for name in _FIT_ATTRIBUTES:
             self.__dict__.pop(name, None)
         if target.kind == "single":
             if not (self.prompt is None or isinstance(self.prompt, str)):
@@ -315,6 +339,8 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
                     "output; give one mapping class -> label (a list is for a 2-D y, one per column)"
                 )
             return self._fit_output(records, target.columns[0])
+        if self.multioutput_read == "joint":
+            return self._fit_joint(records, target, self._engine())
         return self._fit_outputs(records, target)
 
     def _fit_outputs(self, records: list[dict[str, str]], target: Target) -> LLMLabelClassifier:
@@ -424,18 +450,75 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         engine = self._engine()
         prompts = self._prompt_token_ids(records, engine)
         trie = self._trie()
-        parts: list[LabelScores] = []
-        chunks = self._chunks(len(prompts))
-        bar = _progress_bar(len(prompts)) if progress and len(chunks) > 1 else None
+        parts = self._run_in_chunks(
+            len(prompts),
+            lambda start, stop: read_sequence_logprobs(engine, prompts[start:stop], trie, offset=start),
+            progress=progress,
+        )
+        return self._concat(parts, len(trie.sequences))
+
+    def _run_in_chunks(
+        self, n: int, read: Callable[[int, int], Coroutine[Any, Any, T]], *, progress: bool
+    ) -> list[T]:
+        """``read(start, stop)`` for each ``batch_size`` chunk of ``n`` prompts in
+        turn (bounded memory), with a progress bar over several chunks."""
+        chunks = self._chunks(n)
+        bar = _progress_bar(n) if progress and len(chunks) > 1 else None
+        parts = []
         try:
             for start, stop in chunks:
-                parts.append(run_sync(read_sequence_logprobs(engine, prompts[start:stop], trie, offset=start)))
+                parts.append(run_sync(read(start, stop)))
                 if bar is not None:
                     bar.update(stop - start)
         finally:
             if bar is not None:
                 bar.close()
-        return self._concat(parts, len(trie.sequences))
+        return parts
+
+    def _reserved_tokens(self) -> int:
+        """Tokens the reads add after a prompt: a joint read's answer, else the
+        deepest label read's prefix and the token it reads."""
+        if self._joint_fitted():
+            return 2 * len(self.joint_token_ids_) - 1
+        return 1 + self._trie().max_prefix_len
+
+    def _joint_read(self, X: Any) -> list[np.ndarray]:
+        """A joint read's slot logprobs, one (n, n_classes) array per output."""
+        records = as_records(X)
+        engine = self._engine()
+        prompts = self._prompt_token_ids(records, engine)
+        parts = self._run_in_chunks(
+            len(prompts),
+            lambda start, stop: read_joint(
+                engine, prompts[start:stop], self.joint_token_ids_, self.joint_regex_, offset=start
+            ),
+            progress=self.progress,
+        )
+        return self._joint_concat(parts)
+
+    async def _ajoint_read(self, X: Any) -> list[np.ndarray]:
+        records = as_records(X)
+        loop = asyncio.get_running_loop()
+        engine = await loop.run_in_executor(None, self._engine)
+        prompts = self._prompt_token_ids(records, engine)
+        parts = []
+        for start, stop in self._chunks(len(prompts)):
+            future = asyncio.run_coroutine_threadsafe(
+                read_joint(engine, prompts[start:stop], self.joint_token_ids_, self.joint_regex_, offset=start),
+                get_loop(),
+            )
+            parts.append(await asyncio.wrap_future(future))
+        return self._joint_concat(parts)
+
+    def _joint_concat(self, parts: list[list[np.ndarray]]) -> list[np.ndarray]:
+        return [
+            np.concatenate([p[j] for p in parts]) if parts else np.zeros((0, len(ids)))
+            for j, ids in enumerate(self.joint_token_ids_)
+        ]
+
+    @staticmethod
+    def _normalised(slot_lp: list[np.ndarray]) -> list[np.ndarray]:
+        return [lp - logsumexp(lp, axis=1, keepdims=True) if lp.shape[0] else lp for lp in slot_lp]
 
     async def _aread(self, X: Any) -> LabelScores:
         check_is_fitted(self, ["classes_", "label_sequences_"])
@@ -519,6 +602,8 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
     def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Log-probabilities, columns in ``classes_`` order (several outputs: a
         list, one array per output; multi-label: log P(label applies), (n, n_labels))."""
+        if self._is_joint():
+            return self._normalised(self._joint_read(X))
         outputs = self._outputs()
         if outputs is None:
             return self._log_proba(self._read(X))[0]
@@ -533,7 +618,8 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         label, shape (n, n_labels), from each label's yes/no read."""
         outputs = self._outputs()
         if outputs is None:
-            return np.exp(self.predict_log_proba(X))
+            log_proba = self.predict_log_proba(X)
+            return [np.exp(lp) for lp in log_proba] if self._is_joint() else np.exp(log_proba)
         probas = [e.predict_proba(X) for e in outputs]
         return self._combine(probas)
 
@@ -545,6 +631,8 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
     async def apredict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """``predict_proba`` for callers already inside an event loop; it does
         not block that loop while the engine works."""
+        if self._is_joint():
+            return [np.exp(lp) for lp in self._normalised(await self._ajoint_read(X))]
         outputs = self._outputs()
         if outputs is None:
             return np.exp(self._log_proba(await self._aread(X))[0])
@@ -553,6 +641,9 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class of each text. Several outputs: shape
         (n, n_outputs). Multi-label: the 0/1 indicator of P >= ``threshold``."""
+        if self._is_joint():
+            log_probas = self.predict_log_proba(X)
+            return np.column_stack([c[np.argmax(lp, axis=1)] for c, lp in zip(self.classes_, log_probas, strict=True)])
         outputs = self._outputs()
         if outputs is None:
             log_proba = self.predict_log_proba(X)
@@ -565,6 +656,8 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         """Binary: the log-odds of ``classes_[1]``, shape (n,). Otherwise the
         log-probabilities, shape (n, n_classes). Multi-label: each label's
         log-odds, (n, n_labels); several outputs: a list, one per output."""
+        if self._is_joint():
+            return [lp[:, 1] - lp[:, 0] if lp.shape[1] == 2 else lp for lp in self.predict_log_proba(X)]
         outputs = self._outputs()
         if outputs is not None:
             scores = [e.decision_function(X) for e in outputs]
@@ -579,7 +672,7 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         whose every output (label) is right, as scikit-learn's multi-output
         classifiers and ``accuracy_score`` on indicators count it."""
         outputs = self._outputs()
-        if outputs is None:
+        if outputs is None and not self._is_joint():
             return super().score(X, y, sample_weight=sample_weight)
         pred = self.predict(X)
         target = as_target(y, pred.shape[0])
@@ -598,7 +691,11 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         """The label-logprob features: per class, log P(its label | prompt)
         over the full vocabulary (summed over aliases, not normalised over the
         classes), columns in ``classes_`` order; several outputs side by side.
-        Feeds any scikit-learn model (stacking, ``FeatureUnion``)."""
+        Feeds any scikit-learn model (stacking, ``FeatureUnion``). A joint read
+        gives each output's option logprobs as vLLM returns them under the
+        answer format (normalised over that output's options)."""
+        if self._is_joint():
+            return np.hstack(self._joint_read(X))
         outputs = self._outputs()
         if outputs is not None:
             return np.hstack([e.transform(X) for e in outputs])
@@ -608,10 +705,10 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         """Names of ``transform``'s columns: ``logprob_<class>`` (with the
         output index when there are several)."""
         outputs = self._outputs()
-        if outputs is None:
+        if outputs is None and not self._is_joint():
             return np.array([f"logprob_{c}" for c in self.classes_.tolist()], dtype=object)
         return np.array(
-            [f"logprob_{j}_{c}" for j, e in enumerate(outputs) for c in e.classes_.tolist()], dtype=object
+            [f"logprob_{j}_{c}" for j, classes in enumerate(self.classes_) for c in classes.tolist()], dtype=object
         )
 
     def diagnose(self, X: Any) -> pd.DataFrame:
@@ -619,6 +716,11 @@ class LLMLabelClassifier(ClassifierMixin, PromptingMixin, LearningMixin, BaseEst
         (the full-vocabulary probability on all label tokens), ``top_token``
         (the model's own first choice, decoded), ``top_token_is_label`` and
         ``predicted``. For one output (``estimators_[j].diagnose`` for others)."""
+        if self._is_joint():
+            raise ValueError(
+                f"diagnose reads one output; this estimator reads {self.n_outputs_} jointly, where the "
+                "label mass is always 1: diagnose a multioutput_read='separate' fit (clf.estimators_[j])"
+            )
         if self._outputs() is not None:
             raise ValueError(
                 f"diagnose reads one output; this estimator has {self.n_outputs_}: "
