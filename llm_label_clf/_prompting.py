@@ -84,36 +84,57 @@ class PromptingMixin:
             return render_chat(engine.tokenizer, body, self.instructions)
         return f"{self.instructions}\n{body}" if self.instructions else body
 
-    def _prompt_token_ids(self, records: Sequence[Mapping[str, str]], engine: Engine) -> list[list[int]]:
+    def _prompt_token_ids(
+        self,
+        records: Sequence[Mapping[str, str]],
+        engine: Engine,
+        *,
+        offset: int = 0,
+        truncated: list[int] | None = None,
+    ) -> list[list[int]]:
+        """Each record's whole prompt as token ids, too-long texts cut or refused.
+        ``offset`` is the index of ``records[0]`` in the caller's ``X`` (errors
+        name ``X``'s items). The cut items' indices are added to ``truncated``
+        when given (the caller warns once, ``_warn_truncated``); else warned here."""
         template = PromptTemplate.parse(self.prompt_)
         if records:
             self._check_fields(template, records[0])
         label_fields = self._label_fields()
         texts = [self._render(template, r, engine, label_fields) for r in records]
         ids = engine.tokenizer(texts, add_special_tokens=not self.chat_)["input_ids"] if texts else []
-        # the deepest label read appends part of a label to the prompt
-        limit = engine.max_model_len - self._reserved_tokens()
-        truncated = []
+        limit = self._prompt_limit(engine)
+        cut = []
         for i, row in enumerate(ids):
             if len(row) <= limit:
                 continue
             if self.too_long == "raise":
                 raise ValueError(
-                    f"X item {i} is {len(row)} tokens with the prompt; the model reads at most "
+                    f"X item {offset + i} is {len(row)} tokens with the prompt; the model reads at most "
                     f"{limit}: shorten the text, raise engine_options['max_model_len'], or set "
                     "too_long='truncate'"
                 )
-            ids[i] = self._truncate(i, template, records[i], engine, label_fields, limit)
-            truncated.append(i)
-        if truncated:
-            shown = truncated if len(truncated) <= 10 else [*truncated[:10], "..."]
-            warnings.warn(
-                f"{len(truncated)} text(s) were longer than the model reads ({limit} tokens with the "
-                f"prompt) and were cut at the end: items {shown}. Set too_long='raise' to refuse them",
-                TruncationWarning,
-                stacklevel=4,
-            )
+            ids[i] = self._truncate(offset + i, template, records[i], engine, label_fields, limit)
+            cut.append(offset + i)
+        if truncated is None:
+            self._warn_truncated(cut, engine)
+        else:
+            truncated.extend(cut)
         return ids
+
+    def _prompt_limit(self, engine: Engine) -> int:
+        """The most prompt tokens that leave room for what the reads add."""
+        return engine.max_model_len - self._reserved_tokens()  # type: ignore[attr-defined]
+
+    def _warn_truncated(self, truncated: Sequence[int], engine: Engine) -> None:
+        if not truncated:
+            return
+        shown = list(truncated) if len(truncated) <= 10 else [*truncated[:10], "..."]
+        warnings.warn(
+            f"{len(truncated)} text(s) were longer than the model reads ({self._prompt_limit(engine)} tokens "
+            f"with the prompt) and were cut at the end: items {shown}. Set too_long='raise' to refuse them",
+            TruncationWarning,
+            stacklevel=5,
+        )
 
     def _truncate(
         self,

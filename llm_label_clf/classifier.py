@@ -448,31 +448,57 @@ class LLMLabelClassifier(ClassifierMixin, JointReadMixin, PromptingMixin, Learni
 
     def _read_records(self, records: Sequence[Mapping[str, str]], *, progress: bool) -> LabelScores:
         engine = self._engine()
-        prompts = self._prompt_token_ids(records, engine)
         trie = self._trie()
-        parts = self._run_in_chunks(
-            len(prompts),
-            lambda start, stop: read_sequence_logprobs(engine, prompts[start:stop], trie, offset=start),
+        parts = self._read_in_chunks(
+            records,
+            engine,
+            lambda prompts, start: read_sequence_logprobs(engine, prompts, trie, offset=start),
             progress=progress,
         )
         return self._concat(parts, len(trie.sequences))
 
-    def _run_in_chunks(
-        self, n: int, read: Callable[[int, int], Coroutine[Any, Any, T]], *, progress: bool
+    def _read_in_chunks(
+        self,
+        records: Sequence[Mapping[str, str]],
+        engine: Engine,
+        read: Callable[[list[list[int]], int], Coroutine[Any, Any, T]],
+        *,
+        progress: bool,
     ) -> list[T]:
-        """``read(start, stop)`` for each ``batch_size`` chunk of ``n`` prompts in
-        turn (bounded memory), with a progress bar over several chunks."""
-        chunks = self._chunks(n)
-        bar = _progress_bar(n) if progress and len(chunks) > 1 else None
+        """Renders, tokenizes and reads ``batch_size`` records at a time
+        (``read(prompt_ids, start)``), so memory stays bounded however long
+        ``X`` is; one warning at the end names every truncated text."""
+        chunks = self._chunks(len(records))
+        bar = _progress_bar(len(records)) if progress and len(chunks) > 1 else None
+        truncated: list[int] = []
         parts = []
         try:
             for start, stop in chunks:
-                parts.append(run_sync(read(start, stop)))
+                prompts = self._prompt_token_ids(records[start:stop], engine, offset=start, truncated=truncated)
+                parts.append(run_sync(read(prompts, start)))
                 if bar is not None:
                     bar.update(stop - start)
         finally:
             if bar is not None:
                 bar.close()
+        self._warn_truncated(truncated, engine)
+        return parts
+
+    async def _aread_in_chunks(
+        self,
+        records: Sequence[Mapping[str, str]],
+        engine: Engine,
+        read: Callable[[list[list[int]], int], Coroutine[Any, Any, T]],
+    ) -> list[T]:
+        """``_read_in_chunks`` for callers inside an event loop: the reads run
+        on the library loop while the caller's loop stays free."""
+        truncated: list[int] = []
+        parts = []
+        for start, stop in self._chunks(len(records)):
+            prompts = self._prompt_token_ids(records[start:stop], engine, offset=start, truncated=truncated)
+            future = asyncio.run_coroutine_threadsafe(read(prompts, start), get_loop())
+            parts.append(await asyncio.wrap_future(future))
+        self._warn_truncated(truncated, engine)
         return parts
 
     def _reserved_tokens(self) -> int:
@@ -484,31 +510,19 @@ class LLMLabelClassifier(ClassifierMixin, JointReadMixin, PromptingMixin, Learni
 
     def _joint_read(self, X: Any) -> list[np.ndarray]:
         """A joint read's slot logprobs, one (n, n_classes) array per output."""
-        records = as_records(X)
         engine = self._engine()
-        prompts = self._prompt_token_ids(records, engine)
-        parts = self._run_in_chunks(
-            len(prompts),
-            lambda start, stop: read_joint(
-                engine, prompts[start:stop], self.joint_token_ids_, self.joint_regex_, offset=start
-            ),
-            progress=self.progress,
-        )
+        parts = self._read_in_chunks(as_records(X), engine, self._joint_chunk(engine), progress=self.progress)
         return self._joint_concat(parts)
 
     async def _ajoint_read(self, X: Any) -> list[np.ndarray]:
         records = as_records(X)
-        loop = asyncio.get_running_loop()
-        engine = await loop.run_in_executor(None, self._engine)
-        prompts = self._prompt_token_ids(records, engine)
-        parts = []
-        for start, stop in self._chunks(len(prompts)):
-            future = asyncio.run_coroutine_threadsafe(
-                read_joint(engine, prompts[start:stop], self.joint_token_ids_, self.joint_regex_, offset=start),
-                get_loop(),
-            )
-            parts.append(await asyncio.wrap_future(future))
-        return self._joint_concat(parts)
+        engine = await asyncio.get_running_loop().run_in_executor(None, self._engine)
+        return self._joint_concat(await self._aread_in_chunks(records, engine, self._joint_chunk(engine)))
+
+    def _joint_chunk(self, engine: Engine) -> Callable[[list[list[int]], int], Coroutine[Any, Any, list[np.ndarray]]]:
+        return lambda prompts, start: read_joint(
+            engine, prompts, self.joint_token_ids_, self.joint_regex_, offset=start
+        )
 
     def _joint_concat(self, parts: list[list[np.ndarray]]) -> list[np.ndarray]:
         return [
@@ -523,16 +537,11 @@ class LLMLabelClassifier(ClassifierMixin, JointReadMixin, PromptingMixin, Learni
     async def _aread(self, X: Any) -> LabelScores:
         check_is_fitted(self, ["classes_", "label_sequences_"])
         records = as_records(X)
-        loop = asyncio.get_running_loop()
-        engine = await loop.run_in_executor(None, self._engine)
-        prompts = self._prompt_token_ids(records, engine)
+        engine = await asyncio.get_running_loop().run_in_executor(None, self._engine)
         trie = self._trie()
-        parts = []
-        for start, stop in self._chunks(len(prompts)):
-            future = asyncio.run_coroutine_threadsafe(
-                read_sequence_logprobs(engine, prompts[start:stop], trie, offset=start), get_loop()
-            )
-            parts.append(await asyncio.wrap_future(future))
+        parts = await self._aread_in_chunks(
+            records, engine, lambda prompts, start: read_sequence_logprobs(engine, prompts, trie, offset=start)
+        )
         return self._concat(parts, len(trie.sequences))
 
     @staticmethod

@@ -293,3 +293,10 @@ def test_too_long_texts_are_cut_at_the_end_or_refused(engine, sst2, fitted):
     assert engine.tokenizer.decode(ids).endswith("great\nSentiment (positive or negative):")
     with pytest.raises(ValueError, match=r"X item 1 is \d+ tokens .* too_long='truncate'"):
         make(too_long="raise").fit(X, y).predict_proba([X[0], long_text])
+    # texts are tokenized batch_size at a time: warnings and errors still name X's items, once
+    chunked = [X[0], X[1], X[2], long_text, X[3], long_text]
+    with pytest.warns(TruncationWarning, match=r"2 text\(s\) .* items \[3, 5\]") as caught:
+        make(batch_size=2).fit(X, y).predict_proba(chunked)
+    assert len([w for w in caught if issubclass(w.category, TruncationWarning)]) == 1
+    with pytest.raises(ValueError, match=r"X item 3 is \d+ tokens"):
+        make(batch_size=2, too_long="raise").fit(X, y).predict_proba(chunked)
