@@ -98,6 +98,7 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(engine, sst2_prompts
     from vllm.inputs import TokensPrompt
 
     probe = sst2_prompts[:8]
+    run_sync(engine.client.reset_prefix_cache())
     before = _read(engine, probe)
 
     in_flight = threading.Event()
@@ -109,17 +110,20 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(engine, sst2_prompts
         if not wait_until(lambda: stop.is_set() or engine.client.get_num_unfinished_requests() > 0, 120):
             return
         in_flight.set()
-        time.sleep(1.0)
+        time.sleep(0.5)
         if not stop.is_set() and engine.client.get_num_unfinished_requests() > 0:
             interrupted.set()
             _thread.interrupt_main()
 
     timer = threading.Thread(target=press_ctrl_c, daemon=True)
-    # four passes over the prompts: long enough that the timer thread sees the
-    # read in flight even when other work starves it of CPU
-    long_read = list(sst2_prompts) * 4
-    inputs = [TokensPrompt(prompt_token_ids=p.ids) for p in long_read]
-    params = [label_params(p.label_ids) for p in long_read]
+    # four copies of the prompts, each led by its own digit so that no copy is
+    # served from the prefix cache (earlier tests read these prompts): ~30 s of
+    # work, long enough that the timer thread sees the read in flight even when
+    # other work starves it of CPU
+    digits = [engine.tokenizer.encode(str(d), add_special_tokens=False)[0] for d in range(1, 5)]
+    long_read = [([digit, *p.ids], p.label_ids) for digit in digits for p in sst2_prompts]
+    inputs = [TokensPrompt(prompt_token_ids=ids) for ids, _ in long_read]
+    params = [label_params(label_ids) for _, label_ids in long_read]
     try:
         with pytest.raises(KeyboardInterrupt):
             timer.start()
