@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._outputs import output_labels
 from ._targets import Target
 from .engine import Engine
 from .exceptions import GenerationError
@@ -194,9 +195,7 @@ class JointReadMixin:
                 f"{name}: a joint read lists each output's options itself; "
                 "remove {labels}/{options} from the prompt"
             )
-        missing = [f for f in template.fields if f not in records[0]]
-        if missing:
-            raise ValueError(f"{name}: prompt field(s) {missing} have no input: X provides {sorted(records[0])}")
+        self._check_fields(template, records[0])  # type: ignore[attr-defined]
         names = target.names if target.names is not None else [f"output {j + 1}" for j in range(len(target.columns))]
         classes, texts = [], []
         for j, column in enumerate(target.columns):
@@ -205,7 +204,7 @@ class JointReadMixin:
             except TypeError:
                 raise ValueError(f"output {names[j]!r}: y mixes label types; use one type per column") from None
             classes.append(values)
-            texts.append(_label_texts(_output_mapping(self.labels, j, len(target.columns)), values, names[j]))
+            texts.append(_label_texts(output_labels(self.labels, target, j), values, names[j]))
         codes = [joint_codes(len(c), names[j]) for j, c in enumerate(classes)]
         self.chat_ = bool(engine.tokenizer.chat_template) if self.chat == "auto" else bool(self.chat)
         self.classes_ = classes
@@ -229,14 +228,6 @@ class JointReadMixin:
         body = "\n\n".join(blocks) + "\n\n" + template.render(record)
         body += f"\nAnswer with one option letter per line: {order}."
         return body if self.chat_ else body + "\nAnswer:\n"
-
-
-def _output_mapping(labels: Any, j: int, k: int) -> Mapping[Any, Any] | None:
-    if labels is None or isinstance(labels, Mapping):
-        return labels
-    if len(labels) != k:
-        raise ValueError(f"labels is a list of {len(labels)} mappings but y has {k} outputs: give one per output")
-    return labels[j]
 
 
 def _label_texts(labels: Mapping[Any, Any] | None, classes: np.ndarray, name: Any) -> list[str]:
