@@ -1,10 +1,13 @@
 """notebooks/quickstart.ipynb runs end to end on the built-in model (on the
 first QUICKSTART_N reviews of SST-2 dev) in a fresh Jupyter kernel, and its
-outputs are what the notebook promises: no errors, metrics in range, plots."""
+outputs are what the notebook promises: no errors, metrics in range, plots.
+Interrupting a kernel mid-predict leaves its engine usable."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
 import nbclient
@@ -89,3 +92,78 @@ def test_committed_outputs_are_a_full_run():
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     text = "\n".join(_text(o) for c in code for o in c.outputs)
     assert "872 reviews:" in text and "test half: 436 reviews" in text
+
+
+KERNEL_SETUP = """
+import json, threading, time
+from pathlib import Path
+import pandas as pd
+from llm_label_clf import LLMLabelClassifier
+from llm_label_clf.engine import engine_count, get_engine
+
+frame = pd.read_csv({csv!r})
+X, y = frame["text"].tolist(), frame["label"].tolist()
+clf = LLMLabelClassifier(progress=False, low_mass="ignore").fit(X[:40], y[:40])
+before = clf.predict_proba(X[:8])
+engine, starts = get_engine(), engine_count()
+
+def mark_in_flight():  # tells the test when to press "interrupt"
+    while engine.client.get_num_unfinished_requests() == 0:
+        time.sleep(0.01)
+    Path({marker!r}).touch()
+"""
+
+KERNEL_LONG_CELL = """
+threading.Thread(target=mark_in_flight, daemon=True).start()
+clf.predict_proba([f"{k}. {text}" for k in range(10) for text in X])  # minutes of work
+"""
+
+KERNEL_AFTER = """
+deadline = time.monotonic() + 30
+while engine.client.get_num_unfinished_requests() and time.monotonic() < deadline:
+    time.sleep(0.05)
+unfinished = engine.client.get_num_unfinished_requests()
+after = clf.predict_proba(X[:8])
+print(json.dumps({"unfinished": unfinished, "dead": engine.dead, "same_engine": get_engine() is engine,
+                  "engine_starts": engine_count() - starts, "max_diff": float(abs(after - before).max())}))
+"""
+
+
+def test_interrupting_the_kernel_keeps_the_engine(datasets_dir, tmp_path):
+    """Jupyter's "interrupt the kernel" during a long predict_proba (it sends
+    SIGINT to the kernel's whole process group): the cell ends in
+    KeyboardInterrupt, no request is left in the engine, and the next cell uses
+    the same engine, with the same probabilities as before."""
+    from jupyter_client.manager import start_new_kernel
+
+    marker = tmp_path / "in_flight"
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        setup = kc.execute_interactive(
+            KERNEL_SETUP.format(csv=str(datasets_dir / "sst2_dev.csv"), marker=str(marker)), timeout=600
+        )
+        assert setup["content"]["status"] == "ok", setup["content"]
+        msg_id = kc.execute(KERNEL_LONG_CELL)
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the long read never reached the engine"
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=300)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        printed: list[str] = []
+
+        def keep_stdout(msg) -> None:
+            if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                printed.append(msg["content"]["text"])
+
+        after = kc.execute_interactive(KERNEL_AFTER, timeout=300, output_hook=keep_stdout)
+        assert after["content"]["status"] == "ok", after["content"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+    result = json.loads("".join(printed))
+    assert result["unfinished"] == 0
+    assert not result["dead"] and result["same_engine"] and result["engine_starts"] == 0
+    assert result["max_diff"] <= 1e-9

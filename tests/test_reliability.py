@@ -1,12 +1,16 @@
-"""Faults and lifecycle on the real engine: a killed engine process, clean
-exit, concurrent callers and determinism."""
+"""Faults and lifecycle on the real engine: a killed engine process, a real
+Ctrl-C, a killed parent, clean exit, concurrent callers and determinism."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -112,13 +116,153 @@ def test_process_exits_cleanly_and_leaves_no_engine_process(tmp_path):
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr[-2000:]
     children = [int(pid) for pid in result.stdout.split()]
     assert children, "the engine should have run in a child process"
-    alive = []
-    for pid in children:
+    # multiprocessing's resource tracker exits a moment after its parent: allow that.
+    lingering = still_running_after(children, timeout_s=20)
+    assert not lingering, lingering
+
+
+def still_running_after(pids: list[int], timeout_s: float) -> list[tuple[int, str]]:
+    """Which of ``pids`` are still running (zombies aside) ``timeout_s`` from
+    now; those are killed, so a failing test leaves nothing behind."""
+    processes = []
+    for pid in pids:
         try:
-            alive.append(psutil.Process(pid))
+            processes.append(psutil.Process(pid))
         except psutil.NoSuchProcess:
             pass
-    # multiprocessing's resource tracker exits a moment after its parent: allow that.
-    _, still_running = psutil.wait_procs(alive, timeout=20)
+    _, still_running = psutil.wait_procs(processes, timeout=timeout_s)
     lingering = [p for p in still_running if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not lingering, [(p.pid, p.name()) for p in lingering]
+    for process in lingering:
+        process.kill()
+    return [(p.pid, p.name()) for p in lingering]
+
+
+#: A script in a long ``predict_proba``: it prints IN_FLIGHT once the read is in
+#: the engine, catches the KeyboardInterrupt, then reports on the engine.
+CTRL_C_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, threading, time
+    import pandas as pd
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.engine import engine_count, get_engine
+
+    def engine_pid(engine):
+        return engine.client.engine_core.resources.engine_manager.processes[0].pid
+
+    def report_in_flight(engine, done):
+        while not done.is_set():
+            if engine.client.get_num_unfinished_requests() > 0:
+                print("IN_FLIGHT", flush=True)
+                return
+            time.sleep(0.01)
+
+    if __name__ == "__main__":
+        frame = pd.read_csv(sys.argv[1])
+        X, y = frame["text"].tolist(), frame["label"].tolist()
+        clf = LLMLabelClassifier(progress=False, low_mass="ignore").fit(X[:40], y[:40])
+        before = clf.predict_proba(X[:8])
+        engine = get_engine()
+        pid = engine_pid(engine)
+        # ten copies of the dev set, each led by its own number so that none is
+        # served from the prefix cache: minutes of work, interrupted in its first
+        long_X = [f"{k}. {text}" for k in range(10) for text in X]
+        done = threading.Event()
+        threading.Thread(target=report_in_flight, args=(engine, done), daemon=True).start()
+        result = {"interrupted": False}
+        try:
+            clf.predict_proba(long_X)
+        except KeyboardInterrupt:
+            result["interrupted"] = True
+        done.set()
+        deadline = time.monotonic() + 30
+        while engine.client.get_num_unfinished_requests() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result["unfinished"] = engine.client.get_num_unfinished_requests()
+        result["dead"] = engine.dead
+        starts = engine_count()
+        after = clf.predict_proba(X[:8])
+        result["max_diff"] = float(abs(after - before).max())
+        result["engine_starts"] = engine_count() - starts
+        result["same_engine"] = get_engine() is engine and engine_pid(engine) == pid
+        print("RESULT " + json.dumps(result), flush=True)
+    """
+)
+
+
+def start_script(tmp_path: Path, name: str, source: str, *args: str) -> subprocess.Popen:
+    """Runs ``source`` as a script in a session of its own, the way a terminal
+    runs a foreground job: its own process group, with the engine it starts.
+    stdout is piped line by line; stderr goes to ``<name>.err`` (vLLM logs a lot)."""
+    (tmp_path / f"{name}.py").write_text(source)
+    return subprocess.Popen(
+        [sys.executable, str(tmp_path / f"{name}.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / f"{name}.err").open("w"),
+        text=True,
+        start_new_session=True,
+    )
+
+
+def read_until(child: subprocess.Popen, prefix: str, timeout_s: float = 600) -> str:
+    """The child's first stdout line starting with ``prefix`` (the child is
+    killed if it does not come within ``timeout_s``)."""
+    watchdog = threading.Timer(timeout_s, child.kill)
+    watchdog.start()
+    try:
+        for line in child.stdout:
+            if line.startswith(prefix):
+                return line
+    finally:
+        watchdog.cancel()
+    raise AssertionError(f"the script ended (rc {child.wait()}) without printing {prefix}")
+
+
+def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_dir):
+    """A real Ctrl-C, as a terminal or Jupyter's "interrupt kernel" sends it:
+    SIGINT to the whole process group of a script in a long ``predict_proba``.
+    The call raises KeyboardInterrupt, every in-flight request is aborted, and
+    the same engine (not a restarted one) gives the same probabilities after.
+    (vLLM's engine processes shut down on SIGINT; they must not get this one.)"""
+    child = start_script(tmp_path, "ctrl_c", CTRL_C_SCRIPT, str(datasets_dir / "sst2_dev.csv"))
+    try:
+        read_until(child, "IN_FLIGHT")
+        os.killpg(child.pid, signal.SIGINT)
+        line = read_until(child, "RESULT", timeout_s=300)
+        assert child.wait(timeout=120) == 0
+    finally:
+        child.kill()
+    result = json.loads(line.removeprefix("RESULT "))
+    errors = (tmp_path / "ctrl_c.err").read_text()[-3000:]
+    assert result["interrupted"], errors
+    assert result["unfinished"] == 0
+    assert not result["dead"] and result["same_engine"] and result["engine_starts"] == 0, errors
+    assert result["max_diff"] <= 1e-9
+
+
+ENGINE_SCRIPT = textwrap.dedent(
+    """
+    import os, time
+    import psutil
+    from llm_label_clf import get_engine
+    if __name__ == "__main__":
+        get_engine()
+        kids = psutil.Process().children(recursive=True)
+        print("PIDS " + " ".join(str(p.pid) for p in kids if p.name().startswith("VLLM")), flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def test_engine_processes_exit_when_their_parent_is_killed(tmp_path):
+    """The engine runs in a process group of its own, so a Ctrl-C spares it; it
+    must still not outlive its parent. SIGKILL the parent (no exit hooks run):
+    the engine core and its workers exit."""
+    child = start_script(tmp_path, "parent", ENGINE_SCRIPT)
+    try:
+        pids = [int(pid) for pid in read_until(child, "PIDS").split()[1:]]
+    finally:
+        child.kill()
+        child.wait()
+    assert len(pids) >= 2, "expected vLLM's engine core and a worker"
+    lingering = still_running_after(pids, timeout_s=60)
+    assert not lingering, lingering

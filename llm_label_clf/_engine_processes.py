@@ -1,0 +1,92 @@
+"""Engine processes that outlive a Ctrl-C but not their parent.
+
+A Ctrl-C in a terminal, and Jupyter's "interrupt kernel", send SIGINT to the
+whole foreground process group, and vLLM's engine-core and worker processes
+shut down on SIGINT: the engine died with the caller's ``KeyboardInterrupt``.
+So engines start with their processes in a process group of their own; the
+interrupt reaches only the caller, whose ``run_sync`` aborts the in-flight
+requests, and the engine stays usable.
+
+Out of the caller's group, the engine no longer dies with it (a closed
+terminal, Jupyter's kill), and vLLM's engine core does not notice its parent
+dying. On Linux it therefore also asks the kernel for SIGKILL when the thread
+that started it exits; its workers already exit when the engine core does.
+
+Done the way vLLM binds NUMA nodes: while the engine starts, multiprocessing's
+spawn executable is a small launcher that does both and then execs Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import multiprocessing.spawn
+import os
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .builtin_model import cache_dir
+
+__all__ = ["own_process_group"]
+
+logger = logging.getLogger(__name__)
+
+#: Runs in the launched process before Python proper starts. Only processes
+#: that multiprocessing spawns to run a target (the engine core) are moved:
+#: out of the caller's process group, with SIGKILL requested for when the
+#: parent goes (Linux's PR_SET_PDEATHSIG = 1); multiprocessing's resource
+#: tracker, spawned the same way, is left as it is. Then Python proper is
+#: exec'd with the spawn arguments.
+_DETACH = """\
+import os, sys
+if sys.argv[-1] == "--multiprocessing-fork":
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        import ctypes, signal
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+
+
+def _launcher(python: str) -> Path | None:
+    """The launcher script for ``python`` in the cache (written once), or None
+    where it cannot be written or executed (a read-only or noexec cache)."""
+    script = f"#!/bin/sh\nexec {shlex.quote(python)} -I -S -c {shlex.quote(_DETACH)} \"$@\"\n"
+    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
+    path = cache_dir() / "bin" / f"python-own-group-{digest}"
+    try:
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+            partial.write_text(script)
+            partial.chmod(0o755)
+            partial.replace(path)
+    except OSError as exc:
+        logger.warning("Engine processes stay in this process group (a Ctrl-C will stop them): %s", exc)
+        return None
+    if not os.access(path, os.X_OK):
+        logger.warning("Engine processes stay in this process group: %s cannot be executed", path)
+        return None
+    return path
+
+
+@contextmanager
+def own_process_group() -> Iterator[None]:
+    """While active, processes started with multiprocessing's spawn method
+    begin in a process group of their own (POSIX only; elsewhere a no-op)."""
+    if os.name != "posix":
+        yield
+        return
+    python = os.fsdecode(multiprocessing.spawn.get_executable() or sys.executable)
+    launcher = _launcher(python)
+    if launcher is None:
+        yield
+        return
+    multiprocessing.spawn.set_executable(str(launcher))
+    try:
+        yield
+    finally:
+        multiprocessing.spawn.set_executable(python)
