@@ -103,7 +103,9 @@ from llm_label_clf.engine import engine_count, get_engine
 
 frame = pd.read_csv({csv!r})
 X, y = frame["text"].tolist(), frame["label"].tolist()
-clf = LLMLabelClassifier(progress=False, low_mass="ignore").fit(X[:40], y[:40])
+# the long cell's ten copies of X go to the engine as one chunk: only an abort
+# clears them from it within seconds
+clf = LLMLabelClassifier(progress=False, low_mass="ignore", batch_size=10 * len(X)).fit(X[:40], y[:40])
 before = clf.predict_proba(X[:8])
 engine, starts = get_engine(), engine_count()
 
@@ -143,7 +145,9 @@ def test_interrupting_the_kernel_keeps_the_engine(datasets_dir, tmp_path):
             KERNEL_SETUP.format(csv=str(datasets_dir / "sst2_dev.csv"), marker=str(marker)), timeout=600
         )
         assert setup["content"]["status"] == "ok", setup["content"]
-        msg_id = kc.execute(KERNEL_LONG_CELL)
+        # stop_on_error=False: without it the kernel aborts any cell sent in the
+        # moment after this one fails, and the next cell below is sent at once
+        msg_id = kc.execute(KERNEL_LONG_CELL, stop_on_error=False)
         deadline = time.monotonic() + 300
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -144,6 +144,7 @@ CTRL_C_SCRIPT = textwrap.dedent(
     import json, sys, threading, time
     import pandas as pd
     from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf._bridge import run_sync
     from llm_label_clf.engine import engine_count, get_engine
 
     def engine_pid(engine):
@@ -159,13 +160,15 @@ CTRL_C_SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         frame = pd.read_csv(sys.argv[1])
         X, y = frame["text"].tolist(), frame["label"].tolist()
-        clf = LLMLabelClassifier(progress=False, low_mass="ignore").fit(X[:40], y[:40])
+        # ten copies of the dev set, each led by its own number so that none is
+        # served from the prefix cache, sent as one chunk: minutes of work in the
+        # engine at once, which only an abort ends within the 30 s allowed below
+        long_X = [f"{k}. {text}" for k in range(10) for text in X]
+        clf = LLMLabelClassifier(progress=False, low_mass="ignore", batch_size=len(long_X))
+        clf.fit(X[:40], y[:40])
         before = clf.predict_proba(X[:8])
         engine = get_engine()
         pid = engine_pid(engine)
-        # ten copies of the dev set, each led by its own number so that none is
-        # served from the prefix cache: minutes of work, interrupted in its first
-        long_X = [f"{k}. {text}" for k in range(10) for text in X]
         done = threading.Event()
         threading.Thread(target=report_in_flight, args=(engine, done), daemon=True).start()
         result = {"interrupted": False}
@@ -178,6 +181,13 @@ CTRL_C_SCRIPT = textwrap.dedent(
         while engine.client.get_num_unfinished_requests() and time.monotonic() < deadline:
             time.sleep(0.05)
         result["unfinished"] = engine.client.get_num_unfinished_requests()
+        # the engine core's own view, through a vLLM utility call: idle within
+        # seconds, where the un-aborted read would keep it busy for minutes
+        def core_has_work():
+            return run_sync(engine.client.engine_core.call_utility_async("has_work"))
+        while core_has_work() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        result["core_has_work"] = core_has_work()
         result["dead"] = engine.dead
         starts = engine_count()
         after = clf.predict_proba(X[:8])
@@ -220,9 +230,10 @@ def read_until(child: subprocess.Popen, prefix: str, timeout_s: float = 600) -> 
 def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_dir):
     """A real Ctrl-C, as a terminal or Jupyter's "interrupt kernel" sends it:
     SIGINT to the whole process group of a script in a long ``predict_proba``.
-    The call raises KeyboardInterrupt, every in-flight request is aborted, and
-    the same engine (not a restarted one) gives the same probabilities after.
-    (vLLM's engine processes shut down on SIGINT; they must not get this one.)"""
+    The call raises KeyboardInterrupt, every in-flight request is aborted (the
+    engine core itself has no work left), and the same engine (not a restarted
+    one) gives the same probabilities after. (vLLM's engine processes shut
+    down on SIGINT; they must not get this one.)"""
     child = start_script(tmp_path, "ctrl_c", CTRL_C_SCRIPT, str(datasets_dir / "sst2_dev.csv"))
     try:
         read_until(child, "IN_FLIGHT")
@@ -234,7 +245,7 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_d
     result = json.loads(line.removeprefix("RESULT "))
     errors = (tmp_path / "ctrl_c.err").read_text()[-3000:]
     assert result["interrupted"], errors
-    assert result["unfinished"] == 0
+    assert result["unfinished"] == 0 and result["core_has_work"] is False
     assert not result["dead"] and result["same_engine"] and result["engine_starts"] == 0, errors
     assert result["max_diff"] <= 1e-9
 
