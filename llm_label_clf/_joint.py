@@ -23,7 +23,8 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ._outputs import output_labels
-from ._targets import Target
+from ._prompting import class_labels
+from ._targets import Target, unique_classes
 from .engine import Engine
 from .exceptions import GenerationError
 from .label_reads import next_token_label_reads
@@ -199,14 +200,13 @@ class JointReadMixin:
         names = target.names if target.names is not None else [f"output {j + 1}" for j in range(len(target.columns))]
         classes, texts = [], []
         for j, column in enumerate(target.columns):
-            try:
-                values = np.unique(column)
-            except TypeError:
-                raise ValueError(f"output {names[j]!r}: y mixes label types; use one type per column") from None
+            values, _ = unique_classes(column, f"output {names[j]!r}: ")
             classes.append(values)
-            texts.append(_label_texts(output_labels(self.labels, target, j), values, names[j]))
+            labels = output_labels(self.labels, target, j)
+            aliases = class_labels(labels, values.tolist(), f"{name}: output {names[j]!r}")
+            texts.append([a[0].strip() for a in aliases])
         codes = [joint_codes(len(c), names[j]) for j, c in enumerate(classes)]
-        self.chat_ = bool(engine.tokenizer.chat_template) if self.chat == "auto" else bool(self.chat)
+        self.chat_ = self._uses_chat(engine)  # type: ignore[attr-defined]
         self.classes_ = classes
         self.n_outputs_ = len(classes)
         self.output_kind_ = "multioutput"
@@ -229,12 +229,3 @@ class JointReadMixin:
         body += f"\nAnswer with one option letter per line: {order}."
         return body if self.chat_ else body + "\nAnswer:\n"
 
-
-def _label_texts(labels: Mapping[Any, Any] | None, classes: np.ndarray, name: Any) -> list[str]:
-    """Each class's option text: its first label in ``labels``, else the class itself."""
-    if labels is None:
-        return [str(c) for c in classes.tolist()]
-    missing = [c for c in classes.tolist() if c not in labels]
-    if missing:
-        raise ValueError(f"output {name!r}: labels has no label for classes {missing!r} of y")
-    return [(labels[c] if isinstance(labels[c], str) else labels[c][0]).strip() for c in classes.tolist()]

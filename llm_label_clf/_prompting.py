@@ -18,33 +18,39 @@ from .prompts import LABELS_FIELD, PromptTemplate, join_labels, render_chat
 __all__ = ["PromptingMixin"]
 
 
+def class_labels(labels: Mapping[Any, Any] | None, classes: list[Any], owner: str) -> list[list[str]]:
+    """Each class's labels (its aliases), in ``classes`` order: from ``labels``,
+    else the class itself. Refuses a mapping that names a class not in ``classes``
+    or leaves one out; ``owner`` starts the error message."""
+    if labels is None:
+        return [[str(c)] for c in classes]
+    known = set(classes)
+    unknown = [c for c in labels if c not in known]
+    if unknown:
+        raise ValueError(f"{owner}: labels has classes {unknown!r} that are not in y (classes in y: {classes!r})")
+    missing = [c for c in classes if c not in labels]
+    if missing:
+        raise ValueError(f"{owner}: labels has no label for classes {missing!r} of y")
+    return [[labels[c]] if isinstance(labels[c], str) else list(labels[c]) for c in classes]
+
+
 class PromptingMixin:
     """Rendering methods of ``LLMLabelClassifier``; they read its parameters
     (``labels``, ``instructions``, ``too_long``, ...) and fitted state."""
 
     labels: Any
     label_mode: str
+    chat: Any
     instructions: str | None
     too_long: str
 
     def _class_labels(self) -> list[list[str]]:
-        if self.labels is None:
-            return [[str(c)] for c in self.classes_.tolist()]
-        known = set(self.classes_.tolist())
-        unknown = [c for c in self.labels if c not in known]
-        if unknown:
-            raise ValueError(
-                f"{type(self).__name__}: labels has classes {unknown!r} that are not in y "
-                f"(classes in y: {self.classes_.tolist()!r})"
-            )
-        missing = [c for c in self.classes_.tolist() if c not in self.labels]
-        if missing:
-            raise ValueError(f"{type(self).__name__}: labels has no label for classes {missing!r} of y")
-        out = []
-        for c in self.classes_.tolist():
-            value = self.labels[c]
-            out.append([value] if isinstance(value, str) else list(value))
-        return out
+        return class_labels(self.labels, self.classes_.tolist(), type(self).__name__)
+
+    def _uses_chat(self, engine: Engine) -> bool:
+        """Whether prompts go through the chat template: ``chat``, where "auto"
+        means whenever the model has one."""
+        return bool(engine.tokenizer.chat_template) if self.chat == "auto" else bool(self.chat)
 
     def _check_fields(self, template: PromptTemplate, record: Mapping[str, str]) -> None:
         if OPTIONS_FIELD in template.fields and self.label_mode != "options" and OPTIONS_FIELD not in record:

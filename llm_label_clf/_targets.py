@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import DataConversionWarning
 
-__all__ = ["Target", "as_target"]
+__all__ = ["Target", "as_target", "unique_classes"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,16 @@ class Target:
     kind: str
     columns: list[np.ndarray]
     names: list[Any] | None
+
+
+def unique_classes(column: np.ndarray, where: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """A column's sorted classes and each row's index into them; ``where``
+    (e.g. "output 'topic': ") starts the error for a column of mixed types."""
+    try:
+        return np.unique(column, return_inverse=True)
+    except TypeError:
+        kinds = sorted({type(v).__name__ for v in column})
+        raise ValueError(f"{where}y mixes label types {kinds}; use one type for every label (e.g. all str)") from None
 
 
 def _check_missing(column: np.ndarray, where: str) -> None:

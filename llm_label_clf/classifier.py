@@ -27,7 +27,7 @@ from ._joint import JointReadMixin, read_joint
 from ._learning import LearningMixin
 from ._outputs import output_labels, output_prompts
 from ._prompting import PromptingMixin
-from ._targets import Target, as_target
+from ._targets import Target, as_target, unique_classes
 from .calibration import (
     CALIBRATIONS,
 )
@@ -375,16 +375,10 @@ class LLMLabelClassifier(ClassifierMixin, JointReadMixin, PromptingMixin, Learni
             self.classes_ = classes
             y_index = np.searchsorted(classes, y)
         else:
-            try:
-                self.classes_, y_index = np.unique(y, return_inverse=True)
-            except TypeError:
-                kinds = sorted({type(v).__name__ for v in y})
-                raise ValueError(
-                    f"y mixes label types {kinds}; use one type for every label (e.g. all str)"
-                ) from None
+            self.classes_, y_index = unique_classes(y)
         class_labels = self._class_labels()
         engine = self._engine()
-        self.chat_ = bool(engine.tokenizer.chat_template) if self.chat == "auto" else bool(self.chat)
+        self.chat_ = self._uses_chat(engine)
         self.prompt_ = template.template
         self._check_fields(template, records[0])
         if not self.chat_ and not template.suffix.strip():

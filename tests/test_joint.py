@@ -126,3 +126,18 @@ def test_joint_refuses_what_it_cannot_read(engine, trec):
         make_classifier(multioutput_read="both").fit(X, Y)
     with pytest.raises(ValueError, match="one template, not a list"):
         make_classifier(prompt=["Q: {text}\nA:", "Q: {text}\nB:"], multioutput_read="joint").fit(X, Y)
+
+
+def test_joint_labels_and_y_errors_match_separate_reads(engine, trec):
+    """The joint fit looks classes and labels up as separate fits do: a labels
+    mapping naming a class that is not in y is refused, not ignored, and a
+    column of mixed label types is named with its types."""
+    X, Y = trec
+    coarse, fine = ({c: c.lower() for c in sorted(set(Y[name]))} for name in NAMES)
+    joint = make_classifier(prompt="Question: {text}", multioutput_read="joint", labels=[{**coarse, "ZZZ": "zzz"}, fine])
+    with pytest.raises(ValueError, match=r"output 'answer type': labels has classes \['ZZZ'\] that are not in y"):
+        joint.fit(X, Y)
+    mixed = Y.astype(object)
+    mixed.iloc[0, 1] = 7
+    with pytest.raises(ValueError, match=r"output 'fine answer type': y mixes label types \['int', 'str'\]"):
+        make_classifier(prompt="Question: {text}", multioutput_read="joint").fit(X, mixed)
