@@ -1,22 +1,27 @@
 """What every contender shares: the datasets and their subsets, the prompts and
 labels, the process-tree memory sampler, timing and the metrics, so that all
-contenders read the same texts behind the same prompts."""
+contenders read the same texts behind the same prompts.
+
+The baselines' label reading (``label_paths``, ``label_trie``,
+``path_logprobs`` below) is written here again on purpose, not taken from
+``llm_label_clf.reading.label_tokens`` / ``label_trie``: raw vLLM and the
+transformers forward stand for what a user would write without this package,
+so they must not run its code (a fair floor to compare ``predict_proba``
+with), and their accuracy and log-loss then check the estimator's label reads
+independently. Only the engine setup (``cpu_defaults`` and the environment) is
+shared, so that every vLLM contender runs the same engine."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATASETS = ROOT.parent / "shared" / "datasets"
 MODEL = "smollm2-135m-instruct"
 SEED = 0
 #: AG News rows at the end of the file that no evaluated sample draws from (warm-up texts).
@@ -96,12 +101,10 @@ def sizes(quick: bool) -> Sizes:
     return QUICK if quick else FULL
 
 
-def datasets_dir() -> Path:
-    return Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
-
-
 def _read_csv(name: str) -> Any:
     import pandas as pd
+
+    from llm_label_clf.testing import datasets_dir
 
     return pd.read_csv(datasets_dir() / name)
 
@@ -242,7 +245,9 @@ def scores(task: Task, *, durations: Sequence[float], proba: np.ndarray | None =
 def label_paths(tokenizer: Any, task: Task) -> list[list[int]]:
     """Per class (``task.classes`` order), the token ids its label adds after a
     rendered prompt, leading space included: found in context, as the
-    estimator does, never by tokenizing the label alone."""
+    estimator does, never by tokenizing the label alone. (The baselines' own
+    code, independent of ``llm_label_clf.reading.label_tokens``; see the module
+    docstring.)"""
     prompt = render(task, task.texts[0])
     base = tokenizer.encode(prompt)
     paths = []
@@ -256,7 +261,9 @@ def label_paths(tokenizer: Any, task: Task) -> list[list[int]]:
 
 def label_trie(paths: Sequence[Sequence[int]]) -> dict[tuple[int, ...], list[int]]:
     """Each distinct label prefix (the empty one first) -> the label tokens that
-    can follow it: one next-token read per entry scores every label exactly."""
+    can follow it: one next-token read per entry scores every label exactly.
+    (The baselines' own trie, independent of ``llm_label_clf.reading.label_trie``;
+    see the module docstring.)"""
     nodes: dict[tuple[int, ...], list[int]] = {}
     for path in paths:
         for j, token in enumerate(path):

@@ -124,15 +124,16 @@ def start_llm() -> Any:
     and environment (threads bound to every core, quiet logs)."""
     from vllm import LLM
 
-    from llm_label_clf.engine import _prepare_environment, cpu_defaults
+    from llm_label_clf.engines.local import cpu_defaults, prepare_environment
 
-    _prepare_environment()
+    prepare_environment()
     return LLM(model=_model_path(), disable_log_stats=True, **cpu_defaults())
 
 
 def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
     """Per text, one next-token read with ``logprob_token_ids`` per label-trie
-    node (one read for one-token labels), as the estimator scores: one
+    node (one read for one-token labels; the trie is ``bench.common``'s own, not
+    the package's), as the estimator scores: one
     ``LLM.generate`` call per trie level, shallow first, so deeper reads can
     find the prompt in the prefix cache. Returns each class's full-vocabulary
     logprob."""
@@ -191,8 +192,8 @@ def make_estimator(task: Task, **params: Any) -> Any:
 def empty_prefix_cache(engine_options: dict[str, Any] | None = None) -> None:
     """Empties the prefix cache of the estimator's shared engine, so each timed
     pass starts cold (a benchmark-only reach into the engine)."""
-    from llm_label_clf._bridge import run_sync
-    from llm_label_clf.engine import get_engine
+    from llm_label_clf.engines.local import get_engine
+    from llm_label_clf.engines.loop import run_sync
 
     run_sync(get_engine(MODEL, engine_options).client.reset_prefix_cache())
 
@@ -216,7 +217,7 @@ class Estimator(Contender):
         return self._fitted[key]
 
     def tokenizer(self) -> Any:
-        from llm_label_clf.engine import get_engine
+        from llm_label_clf.engines.local import get_engine
 
         return get_engine(MODEL, None).tokenizer
 

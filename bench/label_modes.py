@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 MODES = [
     ("first_token", {"label_mode": "first_token"}),
@@ -29,12 +28,10 @@ MODES = [
 ]
 
 
-def datasets_dir() -> Path:
-    return Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
-
-
 def load(n_agnews: int, banking_per_class: int) -> dict:
     import pandas as pd
+
+    from llm_label_clf.testing import datasets_dir
 
     agnews = pd.read_csv(datasets_dir() / "agnews_test.csv").sample(n=n_agnews, random_state=0)
     banking = (
@@ -98,6 +95,7 @@ def run_outputs(n: int) -> dict:
     import pandas as pd
 
     from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.testing import datasets_dir
 
     frame = pd.read_csv(datasets_dir() / "trec_test.csv").sample(n=n, random_state=0)
     X, Y = frame["text"].tolist(), frame[["label", "fine_label"]]

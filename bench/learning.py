@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 #: One prompt per dataset, as a user would write it (not tuned to the data).
 DATASETS = {
@@ -31,14 +30,12 @@ DATASETS = {
 }
 
 
-def datasets_dir() -> Path:
-    return Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
-
-
 def split(name: str, n_test: int, seed: int = 0):
     """Held-out test texts, and the pool the k examples per class come from
     (a disjoint split of the same file where there is no separate test file)."""
     import pandas as pd
+
+    from llm_label_clf.testing import datasets_dir
 
     spec = DATASETS[name]
     frame = pd.read_csv(datasets_dir() / spec["train"]).sample(frac=1.0, random_state=seed)

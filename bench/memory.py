@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def tree_rss() -> int:
@@ -41,12 +40,12 @@ def main() -> None:
     import pandas as pd
 
     from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.testing import datasets_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     args = parser.parse_args()
-    folder = Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
-    frame = pd.read_csv(folder / "sst2_dev.csv")
+    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv")
     texts, labels = frame["text"].tolist(), frame["label"].to_numpy()
     clf = LLMLabelClassifier(prompt="Review: {text}\nSentiment:", progress=False).fit(texts, labels)
     clf.predict_proba(texts[:32])

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 #: Output names as a user would write them; they are the answer cues.
 NAMES = ["answer type", "fine answer type"]
 PROMPTS = ["Question: {text}\nAnswer type:", "Question: {text}\nFine answer type:"]
@@ -42,14 +41,14 @@ def main() -> None:
     from sklearn.metrics import f1_score, log_loss
 
     from llm_label_clf import LLMLabelClassifier, get_engine
-    from llm_label_clf._bridge import run_sync
+    from llm_label_clf.engines.loop import run_sync
+    from llm_label_clf.testing import datasets_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    folder = Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
-    table = pd.read_csv(folder / "trec_test.csv")
+    table = pd.read_csv(datasets_dir() / "trec_test.csv")
     frame = table.sample(n=args.n, random_state=0)
     X = frame["text"].tolist()
     warm = table.drop(frame.index)["text"].head(8).tolist()

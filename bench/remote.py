@@ -1,5 +1,5 @@
 """Remote engines against the embedded one: label-read throughput (texts/s) of
-``scoring.read_label_logprobs`` over SST-2 dev texts on the embedded engine,
+``reading.batches.read_label_logprobs`` over SST-2 dev texts on the embedded engine,
 on one vLLM server and on two, plus each server's start-up time and one
 ``/v1/completions`` request carrying every prompt (the HTTP floor). Checks
 that the remote logprobs equal the embedded ones. Writes
@@ -15,13 +15,11 @@ server adds no compute.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,14 +29,14 @@ PROMPT = "Review: {text}\nSentiment (positive or negative):"
 LABELS = (" positive", " negative")
 MODEL = "smollm2-135m-instruct"
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def load_texts(n: int) -> list[str]:
     import pandas as pd
 
-    folder = Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS)
-    return pd.read_csv(folder / "sst2_dev.csv")["text"].iloc[:n].tolist()
+    from llm_label_clf.testing import datasets_dir
+
+    return pd.read_csv(datasets_dir() / "sst2_dev.csv")["text"].iloc[:n].tolist()
 
 
 def build_prompts(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], list[int]]:
@@ -54,60 +52,13 @@ def build_prompts(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], li
     return prompts, label_ids or []
 
 
-class Server:
-    """A vLLM OpenAI server on loopback in its own process group."""
-
-    def __init__(self, model_path: str, log: Path) -> None:
-        from llm_label_clf.engine import _prepare_environment
-
-        _prepare_environment()  # the embedded engine's thread binding
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        cmd = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", model_path, "--served-model-name", MODEL,
-            "--host", "127.0.0.1", "--port", str(port),
-            "--enforce-eager", "--kv-cache-memory-bytes", str(1 << 30),
-        ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
-        start = time.perf_counter()
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        self.start_s = self._wait_healthy(start, log)
-
-    def _wait_healthy(self, start: float, log: Path, timeout_s: float = 600) -> float:
-        import httpx
-
-        while time.perf_counter() - start < timeout_s and self.proc.poll() is None:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return time.perf_counter() - start
-            except httpx.TransportError:
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise RuntimeError(f"server {self.url} did not start; see {log}")
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-
 def timed_reads(
     engines: dict[str, Any], prompts: list[list[int]], label_ids: list[int], rounds: int
 ) -> dict[str, dict[str, Any]]:
     """Per engine: a warm-up read, then ``rounds`` timed reads of every prompt,
     the engines taking turns each round (so load from elsewhere hits all alike)."""
-    from llm_label_clf._bridge import run_sync
-    from llm_label_clf.scoring import read_label_logprobs
+    from llm_label_clf.engines.loop import run_sync
+    from llm_label_clf.reading.batches import read_label_logprobs
 
     results: dict[str, dict[str, Any]] = {name: {"rounds": [], "loads": []} for name in engines}
     for engine in engines.values():
@@ -191,8 +142,9 @@ def main() -> None:
     import numpy as np
 
     from llm_label_clf.builtin_model import resolve_model
-    from llm_label_clf.engine import get_engine, shutdown_engines
-    from llm_label_clf.remote import get_remote_engine, shutdown_remote_engines
+    from llm_label_clf.engines.local import get_engine, shutdown_engines
+    from llm_label_clf.engines.remote import get_remote_engine, shutdown_remote_engines
+    from llm_label_clf.testing import vllm_server
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     texts = load_texts(args.texts)
@@ -203,26 +155,29 @@ def main() -> None:
     embedded_start = time.perf_counter() - start
     prompts, label_ids = build_prompts(engine.tokenizer, texts)
     options = {"max_concurrency": args.max_concurrency, "max_batch": args.max_batch}
-    servers: list[Server] = []
+    servers = []
     try:
-        for name in "ab":
-            servers.append(Server(resolve_model(MODEL), RESULTS / f"remote-server-{name}.log"))
-            print(f"server {name} up in {servers[-1].start_s:.1f} s", flush=True)
-        start = time.perf_counter()
-        one = get_remote_engine(servers[0].url, MODEL, **options)
-        connect_s = time.perf_counter() - start
-        engines = {
-            "embedded": engine,
-            "one_server": one,
-            "one_server_unbatched": get_remote_engine(servers[0].url, MODEL, **(options | {"max_batch": 1})),
-            "two_servers": get_remote_engine([s.url for s in servers], MODEL, **options),
-        }
-        found = timed_reads(engines, prompts, label_ids, args.rounds)
-        raw = raw_batched_http(servers[0].url, prompts, label_ids)
+        # the servers start one after the other (each start-up timed alone); on
+        # leaving, the remote engines close, then the servers stop
+        with contextlib.ExitStack() as stack:
+            for name in "ab":
+                log = RESULTS / f"remote-server-{name}.log"
+                server = vllm_server(resolve_model(MODEL), served_model_name=MODEL, log_path=log)
+                servers.append(stack.enter_context(server))
+                print(f"server {name} up in {servers[-1].start_s:.1f} s", flush=True)
+            stack.callback(shutdown_remote_engines)
+            start = time.perf_counter()
+            one = get_remote_engine(servers[0].url, MODEL, **options)
+            connect_s = time.perf_counter() - start
+            engines = {
+                "embedded": engine,
+                "one_server": one,
+                "one_server_unbatched": get_remote_engine(servers[0].url, MODEL, **(options | {"max_batch": 1})),
+                "two_servers": get_remote_engine([s.url for s in servers], MODEL, **options),
+            }
+            found = timed_reads(engines, prompts, label_ids, args.rounds)
+            raw = raw_batched_http(servers[0].url, prompts, label_ids)
     finally:
-        shutdown_remote_engines()
-        for server in servers:
-            server.stop()
         shutdown_engines()
     embedded, one_server, unbatched, two_servers = found.values()
     embedded["start_s"] = embedded_start

@@ -95,14 +95,17 @@ def serve(name: str, quick: bool) -> None:
 class Session:
     """The orchestrator's handle on one serving contender process."""
 
-    def __init__(self, name: str, quick: bool, log: Path) -> None:
+    def __init__(self, name: str, quick: bool, log: Path, root: Path = ROOT) -> None:
+        """Starts contender ``name`` of the checkout at ``root`` (another
+        checkout, such as an older commit's worktree, runs its own package)."""
         self.name = name
         self.memory_wait_s = wait_for_memory(NEEDS_GIB.get(name, 5.0))
         self.load_start = os.getloadavg()[0]
         self._log = log.open("w")
-        command = [sys.executable, str(Path(__file__).resolve()), "--serve", name] + (["--quick"] if quick else [])
+        command = [sys.executable, str(root / "bench" / "run.py"), "--serve", name] + (["--quick"] if quick else [])
+        env = dict(os.environ, PYTHONPATH=str(root)) if root != ROOT else None
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, cwd=ROOT)
+                                     text=True, cwd=root, env=env)
         self.started = self._read()
         self.passes: list[dict[str, Any]] = []
 

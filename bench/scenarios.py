@@ -40,7 +40,7 @@ def cross_validation(task: Task) -> dict[str, Any]:
     engine yet (its wall time includes the one engine start), then again."""
     from sklearn.model_selection import cross_val_score
 
-    from llm_label_clf.engine import engine_count
+    from llm_label_clf.engines.local import engine_count
 
     out: dict[str, Any] = {"folds": CV_FOLDS, "texts": len(task.texts)}
     for run in ("first", "again"):
@@ -121,7 +121,7 @@ def few_shot(task: Task, n_eval: int, warmup: list[str]) -> dict[str, Any]:
     given to ``fit``) where it exists, else the block in ``instructions=``;
     with ``calibration=`` available, also few-shot with ``calibration="batch"``."""
     from llm_label_clf import LLMLabelClassifier
-    from llm_label_clf.engine import get_engine, shutdown_engines
+    from llm_label_clf.engines.local import get_engine, shutdown_engines
 
     evaluated, pool, block = few_shot_split(task, n_eval)
     params = LLMLabelClassifier().get_params()

@@ -1,10 +1,9 @@
 """llm_label_clf: any causal LLM served by vLLM as a scikit-learn classifier."""
 
 from .classifier import LLMLabelClassifier
-from .engine import get_engine, shutdown_engines
+from .engines import engine_info, get_engine, get_remote_engine, shutdown_engines, shutdown_remote_engines
 from .exceptions import GenerationError, LowLabelMassWarning, NotFittedError, TruncationWarning
 from .label_reads import LabelRead, next_token_label_reads
-from .remote import get_remote_engine, shutdown_remote_engines
 
 __all__ = [
     "GenerationError",
@@ -13,6 +12,7 @@ __all__ = [
     "LowLabelMassWarning",
     "NotFittedError",
     "TruncationWarning",
+    "engine_info",
     "get_engine",
     "get_remote_engine",
     "next_token_label_reads",

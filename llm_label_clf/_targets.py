@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import DataConversionWarning
 
-__all__ = ["Target", "as_target", "unique_classes"]
+__all__ = ["Target", "as_target", "subset_accuracy", "unique_classes"]
 
 
 @dataclass(frozen=True)
@@ -104,3 +104,19 @@ def _is_indicator(array: np.ndarray) -> bool:
     except TypeError:
         return False
     return all(isinstance(v, (int, np.integer, bool, np.bool_, float)) for v in values) and values <= {0, 1}
+
+
+def subset_accuracy(target: Target, pred: np.ndarray, labels: list[Any] | None, sample_weight: Any = None) -> float:
+    """The share of rows whose every output (label) is predicted right, as
+    scikit-learn's multi-output classifiers and ``accuracy_score`` on
+    indicators count it. ``labels``: a multi-label estimator's labels, to
+    align a named ``y``'s columns with the predictions'."""
+    truth = np.column_stack(target.columns)
+    if target.names is not None and labels and set(target.names) <= set(labels):
+        aligned = np.zeros((truth.shape[0], len(labels)), dtype=truth.dtype)
+        for j, name in enumerate(target.names):
+            aligned[:, labels.index(name)] = truth[:, j]
+        truth = aligned
+    if truth.shape != pred.shape:
+        raise ValueError(f"y has shape {truth.shape} but the predictions have shape {pred.shape}")
+    return float(np.average(np.all(truth == pred, axis=1), weights=sample_weight))

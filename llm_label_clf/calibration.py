@@ -28,6 +28,7 @@ __all__ = [
     "MIN_BATCH",
     "LearnedCalibrator",
     "batch_bias",
+    "calibrate",
     "contextual_bias",
     "debias",
 ]
@@ -98,6 +99,23 @@ class LearnedCalibrator:
         for model in self.models:
             total[:, model.classes_] += model.predict_proba(log_proba)
         return np.log(np.clip(total / len(self.models), 1e-300, None))
+
+
+def calibrate(
+    log_proba: np.ndarray, kind: str | None, bias: np.ndarray | None, calibrator: LearnedCalibrator | None
+) -> np.ndarray:
+    """Applies calibration ``kind`` with what fit estimated (``bias`` or the
+    learned ``calibrator``) to (n, n_classes) log-probabilities. Batch
+    calibration uses the call's own texts when there are ``MIN_BATCH`` or more."""
+    if kind is None or log_proba.shape[0] == 0:
+        return log_proba
+    if kind == "learned":
+        assert calibrator is not None
+        return calibrator.log_proba(log_proba, log_proba.shape[1])
+    if kind == "batch" and log_proba.shape[0] >= MIN_BATCH:
+        return debias(log_proba, batch_bias(log_proba))
+    assert bias is not None
+    return debias(log_proba, bias)
 
 
 def content_free_records(fields: Sequence[str]) -> list[dict[str, str]]:

@@ -16,8 +16,18 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
+
+from ._tables import (
+    KNOWN_FORMATS,
+    UsageError,
+    as_strings,
+    check_output,
+    parse_labels,
+    read_table,
+    require_column,
+    write_table,
+)
 
 __all__ = ["main"]
 
@@ -26,21 +36,7 @@ DEMO_PROMPT = "Review: {text}\nSentiment:"
 
 EXIT_OK, EXIT_ENGINE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
-#: File formats by extension (after an optional compression suffix for CSV and JSON).
-_FORMATS = {
-    ".csv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-}
-_COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
-_KNOWN = ".csv, .parquet, .jsonl (or .json); CSV and JSON may end in " + ", ".join(_COMPRESSIONS)
 
-
-class UsageError(Exception):
-    """Bad arguments or input: reported on stderr, exit status 2."""
 
 
 class EngineFailure(Exception):
@@ -87,144 +83,6 @@ def _print_report(gold: Any, pred: Any, proba: Any, classes: Any, labels: Sequen
     print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, proba, labels=classes):.3f}")
 
 
-# ------------------------------------------------------------ tables
-
-
-def _format_of(path: str, role: str) -> str:
-    """The table format of ``path`` by its extension ("-" is CSV on stdin/stdout)."""
-    if path == "-":
-        return "csv"
-    suffixes = [s.lower() for s in Path(path).suffixes]
-    compressed = bool(suffixes) and suffixes[-1] in _COMPRESSIONS
-    if compressed:
-        suffixes = suffixes[:-1]
-    fmt = _FORMATS.get(suffixes[-1]) if suffixes else None
-    if fmt is None or (compressed and fmt == "parquet"):
-        raise UsageError(f"{role} {path}: unknown format (by its extension); use {_KNOWN}")
-    return fmt
-
-
-def _need_pyarrow(path: str) -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UsageError(f"{path}: Parquet needs pyarrow, which is not installed (pip install pyarrow)") from None
-
-
-def _read_table(path: str, string_columns: Sequence[str]) -> Any:
-    """Reads CSV, Parquet or JSON Lines by extension. CSV and JSON cells are
-    kept as written: only an empty CSV field is missing (``NA`` or ``null`` in
-    a review is text), and JSON strings are never converted to numbers or dates."""
-    import pandas as pd
-
-    fmt = _format_of(path, "input")
-    source: Any = sys.stdin if path == "-" else path
-    if path != "-":
-        p = Path(path)
-        if not p.exists():
-            raise UsageError(f"cannot read {path}: no such file")
-        if p.is_dir():
-            raise UsageError(f"cannot read {path}: it is a directory, not a file")
-    if fmt == "parquet":
-        _need_pyarrow(path)
-    try:
-        if fmt == "csv":
-            frame = pd.read_csv(
-                source, dtype={c: str for c in string_columns}, keep_default_na=False, na_values=[""]
-            )
-        elif fmt == "parquet":
-            frame = pd.read_parquet(source)
-        elif fmt == "jsonl":
-            frame = pd.read_json(source, lines=True, dtype=False, convert_dates=False)
-        else:  # .json: JSON Lines, or else one array of records
-            try:
-                frame = pd.read_json(source, lines=True, dtype=False, convert_dates=False)
-            except ValueError:
-                frame = pd.read_json(source, dtype=False, convert_dates=False)
-    except pd.errors.EmptyDataError:
-        raise UsageError(f"{path} is empty: no header and no rows") from None
-    except (OSError, ValueError, ImportError) as exc:  # parser, decoding and Arrow errors are ValueErrors
-        kind = {"csv": "CSV", "parquet": "Parquet", "jsonl": "JSON Lines", "json": "JSON"}[fmt]
-        raise UsageError(f"cannot read {path} as {kind}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(frame, pd.DataFrame):  # a JSON file holding one scalar or a list of scalars
-        raise UsageError(f"cannot read {path} as a table of records")
-    if len(frame) == 0:
-        raise UsageError(f"{path} has no rows: nothing to classify")
-    return frame.reset_index(drop=True)
-
-
-def _check_output(path: str | None) -> str | None:
-    """Checks before any work that the output can be written; returns its format."""
-    if path is None:
-        return None
-    fmt = _format_of(path, "output")
-    if path == "-":
-        return fmt
-    parent = Path(path).parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {path}: folder {parent} does not exist")
-    if Path(path).is_dir():
-        raise UsageError(f"cannot write {path}: it is a directory")
-    if fmt == "parquet":
-        _need_pyarrow(path)
-    return fmt
-
-
-def _write_table(frame: Any, path: str | None) -> None:
-    if path is None or path == "-":
-        try:
-            frame.to_csv(sys.stdout, index=False)
-            sys.stdout.flush()
-        except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
-            import os
-
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return
-    fmt = _format_of(path, "output")
-    try:
-        if fmt == "csv":
-            frame.to_csv(path, index=False)
-        elif fmt == "parquet":
-            frame.to_parquet(path, index=False)
-        elif fmt == "jsonl":
-            frame.to_json(path, orient="records", lines=True, force_ascii=False)
-        else:
-            frame.to_json(path, orient="records", force_ascii=False, indent=1)
-    except (OSError, ValueError, ImportError) as exc:
-        raise UsageError(f"cannot write {path}: {type(exc).__name__}: {exc}") from None
-
-
-def _require_column(frame: Any, column: str, path: str, option: str) -> None:
-    if column not in frame.columns:
-        have = ", ".join(repr(str(c)) for c in frame.columns)
-        raise UsageError(f"{path} has no column {column!r} (its columns: {have}); name the right one with {option}")
-
-
-def _as_strings(frame: Any, column: str, path: str, what: str) -> Any:
-    """The column as strings; a missing cell is an error naming its row."""
-    series = frame[column]
-    missing = series.isna().to_numpy().nonzero()[0]
-    if missing.size:
-        shown = ", ".join(str(i) for i in missing[:5]) + (", ..." if missing.size > 5 else "")
-        raise UsageError(
-            f"{path}: {missing.size} row(s) have no {what} in column {column!r} "
-            f"(rows {shown}, counting data rows from 0); fill or drop them"
-        )
-    return series.map(lambda v: v if isinstance(v, str) else str(v))
-
-
-def _parse_labels(spec: str) -> list[str]:
-    labels = [part.strip() for part in spec.split(",")]
-    if any(not label for label in labels):
-        raise UsageError(f"--labels {spec!r} has an empty label; give them as a,b,c")
-    duplicates = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicates:
-        raise UsageError(f"--labels {spec!r} repeats {', '.join(duplicates)}")
-    if len(labels) < 2:
-        raise UsageError(f"--labels {spec!r} has one label; a classifier needs at least two")
-    return labels
-
-
 # --------------------------------------------------------- classifying
 
 
@@ -233,7 +91,7 @@ def _prompt_inputs(frame: Any, args: argparse.Namespace) -> Any:
     is filled from ``--text-column``; any other field from the column of that name."""
     import pandas as pd
 
-    from .prompts import DEFAULT_PROMPT, LABELS_FIELD, PromptTemplate
+    from .reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, PromptTemplate
 
     try:
         template = PromptTemplate.parse(DEFAULT_PROMPT if args.prompt is None else args.prompt)
@@ -244,26 +102,23 @@ def _prompt_inputs(frame: Any, args: argparse.Namespace) -> Any:
     for field in fields:
         column = args.text_column if field == "text" else field
         if field != "text":
-            _require_column(frame, column, args.input, f"the prompt's {{{field}}} field")
-        columns[field] = _as_strings(frame, column, args.input, "text" if field == "text" else f"{{{field}}}")
+            require_column(frame, column, args.input, f"the prompt's {{{field}}} field")
+        columns[field] = as_strings(frame, column, args.input, "text" if field == "text" else f"{{{field}}}")
     return pd.DataFrame(columns)
 
 
 def _classify_frame(frame: Any, labels: list[str], args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """Fits a zero-shot classifier on ``labels`` and classifies every row.
 
-    Zero-shot needs no labelled data, but ``fit`` still needs ``y`` (it sets
-    ``classes_``) and rendered rows (it checks each label is one token after
-    the prompt). So ``fit`` gets ``y = labels`` against the first
-    ``len(labels)`` rows of X, cycling over them when there are fewer rows
-    than labels. Nothing is learned from those rows' texts.
+    Zero-shot needs no labelled data: ``fit`` gets no ``y``, the classes come
+    from ``labels`` (each class spoken as itself; ``classes_`` is them sorted),
+    and the first ``len(labels)`` rows of X serve only as sample texts for the
+    label-token check. Nothing is learned from them.
 
     Returns (proba with columns in ``labels`` order, predicted classes, classifier).
     """
-    import numpy as np
-
     from .classifier import LLMLabelClassifier
-    from .engine import get_engine
+    from .engines import get_engine
     from .exceptions import LowLabelMassWarning
 
     X = _prompt_inputs(frame, args)
@@ -275,17 +130,17 @@ def _classify_frame(frame: Any, labels: list[str], args: argparse.Namespace) -> 
         batch_size=args.batch_size,
         progress=not args.no_progress,
         low_mass=args.low_mass,
+        labels={label: label for label in labels},
     )
     print(f"Classifying {len(X)} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)
     try:
         get_engine(args.model)
     except Exception as exc:
         raise EngineFailure(f"cannot start the engine for model {args.model!r}: {type(exc).__name__}: {exc}") from exc
-    fit_rows = [i % len(X) for i in range(len(labels))]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            clf.fit(X.iloc[fit_rows].reset_index(drop=True), np.array(labels, dtype=object))
+            clf.fit(X.iloc[: len(labels)].reset_index(drop=True))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         try:
@@ -319,12 +174,12 @@ def _with_predictions(frame: Any, labels: list[str], proba: Any, predicted: Any,
 
 
 def _classify(args: argparse.Namespace) -> int:
-    labels = _parse_labels(args.labels)
-    _check_output(args.output)
-    frame = _read_table(args.input, [args.text_column])
-    _require_column(frame, args.text_column, args.input, "--text-column")
+    labels = parse_labels(args.labels)
+    check_output(args.output)
+    frame = read_table(args.input, [args.text_column])
+    require_column(frame, args.text_column, args.input, "--text-column")
     proba, predicted, _ = _classify_frame(frame, labels, args)
-    _write_table(_with_predictions(frame, labels, proba, predicted, "classify"), args.output)
+    write_table(_with_predictions(frame, labels, proba, predicted, "classify"), args.output)
     if args.output not in (None, "-"):
         print(f"Wrote {len(frame)} rows to {args.output}", file=sys.stderr)
     return EXIT_OK
@@ -333,12 +188,12 @@ def _classify(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    labels = _parse_labels(args.labels) if args.labels is not None else None
-    _check_output(args.output)
-    frame = _read_table(args.input, [args.text_column, args.label_column])
-    _require_column(frame, args.text_column, args.input, "--text-column")
-    _require_column(frame, args.label_column, args.input, "--label-column")
-    gold = _as_strings(frame, args.label_column, args.input, "label").to_numpy(dtype=object)
+    labels = parse_labels(args.labels) if args.labels is not None else None
+    check_output(args.output)
+    frame = read_table(args.input, [args.text_column, args.label_column])
+    require_column(frame, args.text_column, args.input, "--text-column")
+    require_column(frame, args.label_column, args.input, "--label-column")
+    gold = as_strings(frame, args.label_column, args.input, "label").to_numpy(dtype=object)
     if labels is None:
         labels = sorted(set(gold))
         if len(labels) < 2:
@@ -358,7 +213,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     sorted_proba = proba[:, [labels.index(c) for c in clf.classes_.tolist()]]
     _print_report(gold, np.asarray(predicted, dtype=object), sorted_proba, clf.classes_, labels)
     if args.output is not None:
-        _write_table(_with_predictions(frame, labels, proba, predicted, "evaluate"), args.output)
+        write_table(_with_predictions(frame, labels, proba, predicted, "evaluate"), args.output)
         if args.output != "-":
             print(f"Wrote {len(frame)} rows to {args.output}", file=sys.stderr)
     return EXIT_OK
@@ -394,9 +249,9 @@ def _positive_int(value: str) -> int:
 
 
 def _add_model_options(command: argparse.ArgumentParser) -> None:
-    from .prompts import DEFAULT_PROMPT
+    from .reading.prompts import DEFAULT_PROMPT
 
-    command.add_argument("input", metavar="IN", help=f"the table to classify ({_KNOWN}; '-': CSV on stdin)")
+    command.add_argument("input", metavar="IN", help=f"the table to classify ({KNOWN_FORMATS}; '-': CSV on stdin)")
     command.add_argument("--text-column", default="text", help="the column with the texts (default: text)")
     command.add_argument("--model", default="smollm2-135m-instruct", help="built-in name, local folder or hub id")
     command.add_argument(
@@ -418,7 +273,7 @@ def _add_model_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--no-progress", action="store_true", help="no progress bar")
     command.add_argument(
         "-o", "--output", default=None, metavar="OUT",
-        help=f"where to write the rows with probabilities ({_KNOWN}; format by extension)",
+        help=f"where to write the rows with probabilities ({KNOWN_FORMATS}; format by extension)",
     )
 
 

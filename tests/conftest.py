@@ -9,11 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers import HFModel
+#: The suite reads in float32 on every CPU. On CPUs with native bf16 (AMX),
+#: vLLM's bf16 reads of the same prompt differ by up to ~0.19 nats with the
+#: batch they land in and the prefix-cache state (measured 2026-12-01), so
+#: tests that check reads against each other or against transformers need
+#: float32, which is exact and deterministic there. Set it before any engine
+#: starts; subprocesses (CLI, notebook kernel, workers, servers) inherit it.
+os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")
 
-#: Where the datasets live unless LLM_LABEL_CLF_DATASETS says otherwise:
-#: ``shared/datasets`` beside the repository root.
-DEFAULT_DATASETS_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+from helpers import HFModel
 
 
 @pytest.fixture(scope="session")
@@ -40,19 +44,21 @@ def fp32_engine(engine):
 @pytest.fixture(scope="session")
 def model_path() -> str:
     """The built-in model's converted Hugging Face folder (in the user cache)."""
-    from llm_label_clf.builtin_model import resolve_model
-    from llm_label_clf.engine import DEFAULT_MODEL
+    from llm_label_clf.builtin_model import DEFAULT_MODEL, resolve_model
 
     return resolve_model(DEFAULT_MODEL)
 
 
 @pytest.fixture(scope="session")
 def datasets_dir() -> Path:
-    """The labelled CSV datasets: ``$LLM_LABEL_CLF_DATASETS`` or ``shared/datasets``."""
-    folder = Path(os.environ.get("LLM_LABEL_CLF_DATASETS") or DEFAULT_DATASETS_DIR)
-    if not (folder / "sst2_dev.csv").is_file():
-        pytest.fail(f"no datasets in {folder}: set LLM_LABEL_CLF_DATASETS to the datasets folder")
-    return folder
+    """The labelled CSV datasets: ``$LLM_LABEL_CLF_DATASETS`` or ``shared/datasets``
+    (the rule of ``llm_label_clf.testing.datasets_dir``)."""
+    from llm_label_clf.testing import datasets_dir
+
+    try:
+        return datasets_dir()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")

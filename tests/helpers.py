@@ -79,7 +79,7 @@ def read_labels(
     from vllm.inputs import TokensPrompt
 
     from llm_label_clf import next_token_label_reads
-    from llm_label_clf._bridge import run_sync
+    from llm_label_clf.engines.loop import run_sync
 
     per_prompt = _per_prompt(label_ids, len(prompt_id_lists))
     inputs = [TokensPrompt(prompt_token_ids=list(ids)) for ids in prompt_id_lists]

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from llm_label_clf import builtin_model
-from llm_label_clf.builtin_model import MANIFEST, _is_complete, _write_manifest, cache_dir, resolve_model
-from llm_label_clf.engine import DEFAULT_MODEL
+from llm_label_clf.builtin_model import DEFAULT_MODEL, MANIFEST, _is_complete, _write_manifest, cache_dir, resolve_model
 
 
 def _leftovers(models: Path, target: Path) -> list[str]:

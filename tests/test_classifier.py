@@ -287,8 +287,9 @@ def test_too_long_texts_are_cut_at_the_end_or_refused(engine, sst2, fitted):
         proba = fitted.predict_proba([X[0], long_text, X[1]])
     np.testing.assert_allclose(proba[[0, 2]], fitted.predict_proba([X[0], X[1]]), atol=1e-12)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
-    with pytest.warns(TruncationWarning):
-        ids = fitted._prompt_token_ids([{"text": long_text}], engine)[0]
+    encoded = fitted.plans_[0].encode([{"text": long_text}], engine.tokenizer, engine.max_model_len)
+    assert encoded.truncated == [0]  # reported for the caller's one warning
+    ids = encoded.ids[0]
     assert len(ids) <= engine.max_model_len - 1
     assert engine.tokenizer.decode(ids).endswith("great\nSentiment (positive or negative):")
     with pytest.raises(ValueError, match=r"X item 1 is \d+ tokens .* too_long='truncate'"):

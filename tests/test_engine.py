@@ -1,5 +1,5 @@
-"""The engine registry (``llm_label_clf.engine``) and the sync bridge
-(``llm_label_clf._bridge``) on the real vLLM engine."""
+"""The engine registry (``llm_label_clf.engines.local``) and the sync bridge
+(``llm_label_clf.engines.loop``) on the real vLLM engine."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from helpers import (
     read_label_logprobs,
 )
 from llm_label_clf import get_engine
-from llm_label_clf._bridge import run_sync
-from llm_label_clf.engine import DEFAULT_MODEL, engine_count
+from llm_label_clf.builtin_model import DEFAULT_MODEL
+from llm_label_clf.engines.local import engine_count
+from llm_label_clf.engines.loop import run_sync
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +47,9 @@ def test_same_spec_returns_the_same_engine(engine):
 def test_options_in_another_key_order_share_the_engine(engine):
     """One real engine with two options: the same dict in another key order gets
     that engine back, and only one engine is started for both calls."""
-    from llm_label_clf.engine import _shutdown_one
+    from llm_label_clf.engines.local import shutdown_engine
 
-    options = {"kv_cache_memory_bytes": 64 << 20, "max_model_len": 2048}
+    options = {"kv_cache_memory_bytes": 128 << 20, "max_model_len": 2048}  # 2048 tokens fit in float32 too
     before = engine_count()
     first = get_engine(engine_options=options)
     try:
@@ -59,7 +60,7 @@ def test_options_in_another_key_order_share_the_engine(engine):
         assert engine_count() == before + 1
         assert first.max_model_len == 2048  # the options reached vLLM
     finally:
-        _shutdown_one(first)  # no public call stops one engine; a later get_engine replaces it
+        shutdown_engine(first)  # no public call stops one engine; a later get_engine replaces it
 
 
 def test_run_sync_inside_a_running_loop(engine, sst2_prompts):

@@ -57,7 +57,7 @@ def test_joint_slots_equal_transformers_fp32_over_the_greedy_answer(joint_fp32, 
     X = X[:N_TEXTS]
     clf = joint_fp32
     got = clf.predict_log_proba(X)
-    prompts = clf._prompt_token_ids([{"text": t} for t in X], fp32_engine)
+    prompts = clf.plans_[0].encode([{"text": t} for t in X], fp32_engine.tokenizer, fp32_engine.max_model_len).ids
     newline = fp32_engine.tokenizer.encode("\n", add_special_tokens=False)
     coarse_ids, fine_ids = clf.joint_token_ids_
     worst = 0.0
@@ -88,7 +88,9 @@ def test_joint_predictions_follow_scikit_learn_multi_output_shapes(engine, trec)
     assert len(clf.get_feature_names_out()) == sum(len(c) for c in clf.classes_)
     restored = pickle.loads(pickle.dumps(clf))
     for a, b in zip(restored.predict_proba(X[:4]), probas, strict=True):
-        np.testing.assert_array_equal(a, b[:4])
+        # 4 texts against 40: on CPUs whose float32 kernels round by batch shape (AMX
+        # machines), the answer tokens' logprobs move in their last bits (2.8e-7 seen)
+        np.testing.assert_allclose(a, b[:4], rtol=0, atol=1e-5)
     assert clone(clf).get_params()["multioutput_read"] == "joint"
     with pytest.raises(ValueError, match="diagnose reads one output"):
         clf.diagnose(X[:2])

@@ -11,7 +11,7 @@ import pytest
 from scipy.special import log_softmax, softmax
 
 from helpers import hf_logprob_rows, make_classifier, read_label_logprobs
-from llm_label_clf.label_trie import LabelTrie
+from llm_label_clf.reading.label_trie import LabelTrie
 
 AGNEWS_PROMPT = "Article: {text}\nTopic:"
 N_TEXTS = 8
@@ -107,7 +107,8 @@ def test_first_token_mode_reads_only_the_first_token(engine, agnews):
     assert [ids for ids in clf.label_token_ids_] == [[t] for t in firsts]
     prompts = [engine.tokenizer.encode(AGNEWS_PROMPT.format(text=t)) for t in X]
     expected = softmax(np.array(read_label_logprobs(engine, prompts, firsts)), axis=1)
-    np.testing.assert_allclose(clf.predict_proba(X), expected, atol=1e-9)
+    # float32 reads of prompts cached by other reads (AMX machines: 4.4e-7 seen)
+    np.testing.assert_allclose(clf.predict_proba(X), expected, rtol=0, atol=1e-5)
 
 
 def test_auto_uses_first_token_when_every_label_is_one_token(engine, sst2_all):

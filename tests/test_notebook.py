@@ -99,7 +99,7 @@ import json, threading, time
 from pathlib import Path
 import pandas as pd
 from llm_label_clf import LLMLabelClassifier
-from llm_label_clf.engine import engine_count, get_engine
+from llm_label_clf.engines.local import engine_count, get_engine
 
 frame = pd.read_csv({csv!r})
 X, y = frame["text"].tolist(), frame["label"].tolist()

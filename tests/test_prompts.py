@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llm_label_clf._inputs import as_records
-from llm_label_clf.label_tokens import in_context_verbalizer
-from llm_label_clf.prompts import PromptTemplate, join_labels
+from llm_label_clf.reading.label_tokens import in_context_verbalizer
+from llm_label_clf.reading.prompts import PromptTemplate, join_labels
 
 any_text = st.text(st.characters(), max_size=200)
 

@@ -16,6 +16,7 @@ def test_all_is_pinned():
         "LowLabelMassWarning",
         "NotFittedError",
         "TruncationWarning",
+        "engine_info",
         "get_engine",
         "get_remote_engine",
         "next_token_label_reads",

@@ -18,7 +18,7 @@ import pytest
 
 from helpers import make_classifier
 from llm_label_clf import GenerationError, LLMLabelClassifier
-from llm_label_clf.engine import engine_count, get_engine
+from llm_label_clf.engines.local import engine_count, get_engine
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +144,8 @@ CTRL_C_SCRIPT = textwrap.dedent(
     import json, sys, threading, time
     import pandas as pd
     from llm_label_clf import LLMLabelClassifier
-    from llm_label_clf._bridge import run_sync
-    from llm_label_clf.engine import engine_count, get_engine
+    from llm_label_clf.engines.local import engine_count, get_engine
+    from llm_label_clf.engines.loop import run_sync
 
     def engine_pid(engine):
         return engine.client.engine_core.resources.engine_manager.processes[0].pid

@@ -1,4 +1,4 @@
-"""Remote engines (``llm_label_clf.remote``) against real vLLM servers on
+"""Remote engines (``llm_label_clf.engines.remote``) against real vLLM servers on
 loopback: two servers started once for the module (one of them wants an API
 key), compared with the embedded engine, then killed with SIGKILL mid-run.
 
@@ -9,33 +9,29 @@ The tests that kill a server run last and each kills its own server.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pickle
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
 from helpers import SST2_LABELS, SST2_TEMPLATE, build_prompt, load_texts
 from llm_label_clf import GenerationError
-from llm_label_clf._bridge import run_sync
-from llm_label_clf.engine import DEFAULT_MODEL, _prepare_environment
-from llm_label_clf.remote import (
+from llm_label_clf.builtin_model import DEFAULT_MODEL
+from llm_label_clf.engines.loop import run_sync
+from llm_label_clf.engines.remote import (
     RemoteClient,
     RemoteServerError,
     get_remote_engine,
     shutdown_remote_engines,
 )
-from llm_label_clf.scoring import read_label_logprobs
+from llm_label_clf.reading.batches import read_label_logprobs
+from llm_label_clf.testing import Server, free_port, vllm_server
 
 #: The key server B demands, and the variable this process reads it from.
 KEY_ENV = "LLC_TEST_REMOTE_KEY"
@@ -46,81 +42,23 @@ TOLERANCE = 1e-6
 START_TIMEOUT_S = 600  # two servers starting side by side on a busy 2-core machine took up to 330 s
 
 
-class Server(NamedTuple):
-    url: str
-    proc: subprocess.Popen
-    log: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _launch(model_path: str, log: Path, api_key: str | None) -> Server:
-    """Starts a vLLM OpenAI server in its own process group (so that killing
-    the group takes its engine process too)."""
-    _prepare_environment()  # the embedded engine's thread binding, for a fair comparison
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
-    if api_key:
-        env["VLLM_API_KEY"] = api_key  # the server's own variable; keeps it out of `ps`
-    port = _free_port()
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model_path, "--served-model-name", DEFAULT_MODEL,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--enforce-eager", "--kv-cache-memory-bytes", str(1 << 30),
-    ]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    return Server(f"http://127.0.0.1:{port}", proc, log)
-
-
-def _wait_healthy(server: Server) -> None:
-    end = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < end:
-        if server.proc.poll() is not None:
-            break
-        try:
-            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    tail = server.log.read_text(errors="replace")[-3000:]
-    _stop(server)
-    pytest.fail(f"vLLM server {server.url} did not become healthy:\n{tail}")
-
-
-def _stop(server: Server, sig: int = signal.SIGTERM) -> None:
-    """Signals the server's process group; after SIGTERM, SIGKILL if it lingers."""
-    try:
-        os.killpg(server.proc.pid, sig)
-        server.proc.wait(timeout=20)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(server.proc.pid, signal.SIGKILL)
-        server.proc.wait(timeout=20)
-
-
 @pytest.fixture(scope="module")
 def servers(model_path, tmp_path_factory) -> Iterator[tuple[Server, Server]]:
-    """Server A (open) and server B (wants API_KEY), started side by side."""
+    """Server A (open) and server B (wants API_KEY), started side by side; both
+    are stopped when the module is done (the remote engines closed first)."""
     logs = tmp_path_factory.mktemp("vllm_servers")
-    a = _launch(model_path, logs / "a.log", None)
-    b = _launch(model_path, logs / "b.log", API_KEY)
-    os.environ[KEY_ENV] = API_KEY
-    try:
-        _wait_healthy(a)
-        _wait_healthy(b)
-        yield a, b
-    finally:
-        shutdown_remote_engines()
-        os.environ.pop(KEY_ENV, None)
-        for server in (a, b):
-            _stop(server)
+    options = dict(served_model_name=DEFAULT_MODEL, start_timeout_s=START_TIMEOUT_S, wait=False)
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(vllm_server(model_path, log_path=logs / "a.log", **options))
+        b = stack.enter_context(vllm_server(model_path, api_key=API_KEY, log_path=logs / "b.log", **options))
+        os.environ[KEY_ENV] = API_KEY
+        try:
+            a.wait_healthy()
+            b.wait_healthy()
+            yield a, b
+        finally:
+            shutdown_remote_engines()
+            os.environ.pop(KEY_ENV, None)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +121,7 @@ def test_bad_url_is_named(url, match):
 
 
 def test_urls_are_normalised():
-    from llm_label_clf._http import normalize_url
+    from llm_label_clf.engines._http import normalize_url
 
     assert normalize_url(" http://127.0.0.1:8000/v1/ ") == "http://127.0.0.1:8000"
     assert normalize_url("https://gpu.example/vllm/v1") == "https://gpu.example/vllm"
@@ -191,7 +129,7 @@ def test_urls_are_normalised():
 
 
 def test_nothing_listening_says_to_start_the_server():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(RemoteServerError, match="no vLLM server answers") as info:
         get_remote_engine(url + "/v1", DEFAULT_MODEL)
     assert url in str(info.value) and "start it" in str(info.value)
@@ -300,7 +238,7 @@ def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, referenc
     B, and every result equals the embedded engine's."""
     a, b = servers
     remote = _remote(a, b)
-    recorder = Recorder(remote.client, lambda n: n == 30 and os.killpg(a.proc.pid, signal.SIGKILL))
+    recorder = Recorder(remote.client, lambda n: n == 30 and a.stop(signal.SIGKILL))
     ids, label_ids = sst2_prompts
     scores = run_sync(read_label_logprobs(dataclasses.replace(remote, client=recorder), ids, label_ids))
     assert a.proc.wait(timeout=10) == -signal.SIGKILL
@@ -316,7 +254,7 @@ def test_killed_single_server_names_the_unfinished_items(servers, sst2_prompts):
     ``items`` are exactly the reads that had not finished."""
     _, b = servers
     remote = _remote(b, max_retries=2)
-    recorder = Recorder(remote.client, lambda n: n == 20 and os.killpg(b.proc.pid, signal.SIGKILL))
+    recorder = Recorder(remote.client, lambda n: n == 20 and b.stop(signal.SIGKILL))
     ids, label_ids = sst2_prompts
     with pytest.raises(GenerationError, match="RemoteServerError") as info:
         run_sync(read_label_logprobs(dataclasses.replace(remote, client=recorder), ids, label_ids))

@@ -23,7 +23,7 @@ from sklearn.utils import estimator_checks as checks
 
 from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier
-from llm_label_clf.engine import engine_count
+from llm_label_clf.engines.local import engine_count
 
 N_TEXTS = 40
 

@@ -1,7 +1,8 @@
-"""Per-output settings for several outputs per text: which prompt and which
-label strings each output (a column of ``y``, or one label of a multi-label
-target) is read with. Each output is then an ordinary single-output read;
-outputs whose prompts start alike share that prefix in vLLM's cache."""
+"""Per-output settings: which label strings each class is written as, and,
+for several outputs per text, which prompt and labels each output (a column
+of ``y``, or one label of a multi-label target) is read with. Each output is
+then an ordinary single-output read; outputs whose prompts start alike share
+that prefix in vLLM's cache."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._targets import Target
-from .prompts import DEFAULT_PROMPT, PromptTemplate
+from .reading.prompts import DEFAULT_PROMPT, PromptTemplate
 
-__all__ = ["LABEL_FIELD", "MULTILABEL_PROMPT", "output_labels", "output_prompts"]
+__all__ = ["LABEL_FIELD", "MULTILABEL_PROMPT", "class_labels", "output_labels", "output_prompts"]
 
 #: The multi-label prompt field that receives one label's text.
 LABEL_FIELD = "label"
@@ -94,3 +95,19 @@ def output_labels(labels: Any, target: Target, j: int) -> Mapping[Any, Any] | No
             f"labels is a list of {len(labels)} mappings but y has {len(target.columns)} outputs: give one per output"
         )
     return labels[j]
+
+
+def class_labels(labels: Mapping[Any, Any] | None, classes: list[Any], owner: str) -> list[list[str]]:
+    """Each class's labels (its aliases), in ``classes`` order: from ``labels``,
+    else the class itself. Refuses a mapping that names a class not in ``classes``
+    or leaves one out; ``owner`` starts the error message."""
+    if labels is None:
+        return [[str(c)] for c in classes]
+    known = set(classes)
+    unknown = [c for c in labels if c not in known]
+    if unknown:
+        raise ValueError(f"{owner}: labels has classes {unknown!r} that are not in y (classes in y: {classes!r})")
+    missing = [c for c in classes if c not in labels]
+    if missing:
+        raise ValueError(f"{owner}: labels has no label for classes {missing!r} of y")
+    return [[labels[c]] if isinstance(labels[c], str) else list(labels[c]) for c in classes]

@@ -17,20 +17,28 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
-from ._outputs import output_labels
-from ._prompting import class_labels
-from ._targets import Target, unique_classes
-from .engine import Engine
-from .exceptions import GenerationError
-from .label_reads import next_token_label_reads
-from .prompts import LABELS_FIELD, PromptTemplate
+from ..engines.handle import Engine
+from ..exceptions import GenerationError
+from ..label_reads import next_token_label_reads
+from .plan import ClassReads
+from .prompts import PromptTemplate
+from .render import Encoded, PromptLayout
 
-__all__ = ["JOINT_CODES", "JointReadMixin", "answer_regex", "code_token_ids", "joint_codes", "read_joint"]
+__all__ = [
+    "JOINT_CODES",
+    "JOINT_PROMPT",
+    "JointPlan",
+    "answer_regex",
+    "code_token_ids",
+    "joint_codes",
+    "joint_layout",
+    "read_joint",
+]
 
 #: The letters a joint read answers with, in order: single tokens in common
 #: vocabularies, and never merged with the newline that separates them.
@@ -135,97 +143,63 @@ async def read_joint(
     return np.split(flat, bounds, axis=1)
 
 
-class JointReadMixin:
-    """The joint-read path of ``LLMLabelClassifier``: fit and per-output
-    log-probabilities from one read per text."""
+@dataclass(frozen=True)
+class JointPlan:
+    """The reading plan of a joint read: ``layout`` renders the prompt (every
+    output's options before the text, the answer instruction after it);
+    ``token_ids[j]`` are output ``j``'s option-letter tokens, read at answer
+    position ``2 * j`` under the answer format ``regex``. Same two jobs as
+    ``ReadingPlan``; ``read`` returns one ``ClassReads`` per output, whose
+    scores are the option logprobs under the format."""
 
-    labels: Any
-    prompt: Any
-    few_shot: int
-    calibration: str | None
-    label_mode: str
-    length_norm: str | None
-    base_url: Any
-    chat: Any
+    layout: PromptLayout
+    token_ids: tuple[tuple[int, ...], ...]
+    regex: str
 
-    def _joint_fitted(self) -> bool:
-        return "joint_token_ids_" in self.__dict__
+    @property
+    def n_outputs(self) -> int:
+        return len(self.token_ids)
 
-    def _is_joint(self) -> bool:
-        """Whether the fitted estimator reads its outputs jointly (raises
-        NotFittedError before ``fit``)."""
-        check_is_fitted(self, ["classes_"])
-        return self._joint_fitted()
+    @property
+    def output_sizes(self) -> list[int]:
+        return [len(ids) for ids in self.token_ids]
 
-    def _label_fields(self) -> dict[str, str]:
-        return {} if self._joint_fitted() else super()._label_fields()  # type: ignore[misc]
+    @property
+    def reserved_tokens(self) -> int:
+        """The answer: one letter per output, newlines between them."""
+        return 2 * len(self.token_ids) - 1
 
-    def _render_body(self, template: PromptTemplate, record: Mapping[str, str], label_fields: Mapping[str, str]) -> str:
-        if self._joint_fitted():
-            return self._joint_body(template, record)
-        return super()._render_body(template, record, label_fields)  # type: ignore[misc]
+    def prompt_limit(self, max_model_len: int) -> int:
+        return max_model_len - self.reserved_tokens
 
-    def _fit_joint(self, records: list[dict[str, str]], target: Target, engine: Engine) -> Any:
-        """Classes, option letters and their tokens per output; checks that the
-        other parameters apply to a joint read."""
-        name = type(self).__name__
-        if target.kind != "multioutput":
-            raise ValueError(
-                f"{name}: multioutput_read='joint' reads several outputs (a 2-D y of classes); "
-                f"this y is {target.kind}: use multioutput_read='separate'"
-            )
-        unsupported = {
-            "base_url": self.base_url is not None,
-            "few_shot": self.few_shot != 0,
-            "calibration": self.calibration is not None,
-            "length_norm": self.length_norm is not None,
-            "label_mode": self.label_mode not in ("auto", "options"),
-        }
-        for param, used in unsupported.items():
-            if used:
-                raise ValueError(
-                    f"{name}: {param}={getattr(self, param)!r} applies to separate reads only; a joint read "
-                    "letters the options of every output on the embedded engine. Use "
-                    "multioutput_read='separate' or leave it unset"
-                )
-        if not (self.prompt is None or isinstance(self.prompt, str)):
-            raise ValueError(f"{name}: a joint read asks every output in one prompt: give one template, not a list")
-        template = PromptTemplate.parse(JOINT_PROMPT if self.prompt is None else self.prompt)
-        if LABELS_FIELD in template.fields or "options" in template.fields:
-            raise ValueError(
-                f"{name}: a joint read lists each output's options itself; "
-                "remove {labels}/{options} from the prompt"
-            )
-        self._check_fields(template, records[0])  # type: ignore[attr-defined]
-        names = target.names if target.names is not None else [f"output {j + 1}" for j in range(len(target.columns))]
-        classes, texts = [], []
-        for j, column in enumerate(target.columns):
-            values, _ = unique_classes(column, f"output {names[j]!r}: ")
-            classes.append(values)
-            labels = output_labels(self.labels, target, j)
-            aliases = class_labels(labels, values.tolist(), f"{name}: output {names[j]!r}")
-            texts.append([a[0].strip() for a in aliases])
-        codes = [joint_codes(len(c), names[j]) for j, c in enumerate(classes)]
-        self.chat_ = self._uses_chat(engine)  # type: ignore[attr-defined]
-        self.classes_ = classes
-        self.n_outputs_ = len(classes)
-        self.output_kind_ = "multioutput"
-        self.prompt_ = template.template
-        self.joint_names_ = [str(n) for n in names]
-        self.joint_options_ = [dict(zip(c, t, strict=True)) for c, t in zip(codes, texts, strict=True)]
-        self.joint_regex_ = answer_regex(codes)
-        self.joint_token_ids_ = code_token_ids(engine.tokenizer, codes)
-        return self
+    def encode(
+        self, records: Sequence[Mapping[str, str]], tokenizer: Any, max_model_len: int, *, offset: int = 0
+    ) -> Encoded:
+        return self.layout.encode(records, tokenizer, self.prompt_limit(max_model_len), offset=offset)
 
-    def _joint_body(self, template: PromptTemplate, record: Mapping[str, str]) -> str:
-        """Every output's options (the same for every text, so cached), the
-        text, and the answer instruction; the reply starts on a new line."""
-        blocks = [
-            f"{name} options:\n" + "\n".join(f"{code}. {text}" for code, text in options.items())
-            for name, options in zip(self.joint_names_, self.joint_options_, strict=True)
-        ]
-        order = ", then ".join(self.joint_names_)
-        body = "\n\n".join(blocks) + "\n\n" + template.render(record)
-        body += f"\nAnswer with one option letter per line: {order}."
-        return body if self.chat_ else body + "\nAnswer:\n"
+    async def read(self, engine: Engine, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]:
+        slot_lp = await read_joint(engine, prompts, self.token_ids, self.regex, offset=offset)
+        top = np.zeros(len(prompts), dtype=np.int64)
+        return [ClassReads(lp, lp, top) for lp in slot_lp]
 
+
+def joint_layout(
+    template: PromptTemplate, names: Sequence[str], options: Sequence[Mapping[str, str]], *, chat: bool,
+    instructions: str | None, too_long: str,
+) -> PromptLayout:
+    """Every output's options (the same for every text, so cached), the text,
+    and the answer instruction; the reply starts on a new line."""
+    blocks = [
+        f"{name} options:\n" + "\n".join(f"{code}. {text}" for code, text in opts.items())
+        for name, opts in zip(names, options, strict=True)
+    ]
+    order = ", then ".join(names)
+    tail = f"\nAnswer with one option letter per line: {order}."
+    return PromptLayout(
+        template,
+        chat,
+        instructions,
+        head="\n\n".join(blocks) + "\n\n",
+        tail=tail if chat else tail + "\nAnswer:\n",
+        too_long=too_long,
+    )

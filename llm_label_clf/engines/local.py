@@ -1,15 +1,16 @@
-"""The engine layer: one vLLM ``AsyncLLM`` per (model, engine options) per
+"""Embedded vLLM engines: one ``AsyncLLM`` per (model, engine options) per
 process, created lazily on the library loop and shared by every caller that
 asks for the same spec (estimators cloned by ``cross_val_score`` included).
 
 Engines are never pickled; an estimator re-attaches to the registry by its
 plain-data spec. A dead engine (its process killed) is replaced on next use.
+vLLM is imported only when the first engine starts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
+import functools
 import gc
 import json
 import logging
@@ -17,47 +18,34 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from ._bridge import run_sync, stop_loop
-from ._engine_processes import own_process_group
-from .builtin_model import resolve_model
+from ..builtin_model import DEFAULT_MODEL, resolve_model
+from ._processes import own_process_group
+from .handle import Engine
+from .hardware import DTYPE_ENV, choose_cpu_dtype, cpu_info
+from .loop import ORDER_LOCAL, on_exit, rearm_exit_handler, run_sync
 
-__all__ = ["Engine", "cpu_defaults", "engine_count", "get_engine", "shutdown_engines"]
+__all__ = [
+    "CPU_BLOCK_SIZE",
+    "CPU_KV_CACHE_BYTES",
+    "cpu_defaults",
+    "engine_count",
+    "engine_info",
+    "engine_settings",
+    "get_engine",
+    "prepare_environment",
+    "shutdown_engine",
+    "shutdown_engines",
+]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "smollm2-135m-instruct"
 #: KV cache on CPU: 1 GiB holds ~46k tokens of the built-in model; vLLM's
 #: default memory share is of a NUMA node whose size drifts and can fail.
 CPU_KV_CACHE_BYTES = 1 << 30
 #: KV block size on CPU: the prefix cache reuses whole blocks only.
 CPU_BLOCK_SIZE = 32
-
-
-@dataclass
-class Engine:
-    """A started engine: the vLLM client, its tokenizer and the spec it serves."""
-
-    model: str
-    options: dict[str, Any]
-    client: Any
-    tokenizer: Any
-    max_model_len: int
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _request_counter: int = 0
-
-    def next_request_id(self, prefix: str = "llc") -> str:
-        """A request-id prefix unique within this engine (vLLM requires it)."""
-        with self._lock:
-            self._request_counter += 1
-            return f"{prefix}{os.getpid()}-{self._request_counter}"
-
-    @property
-    def dead(self) -> bool:
-        return self.client is None or bool(getattr(self.client, "errored", False))
-
 
 _registry: dict[str, Engine] = {}
 _registry_lock = threading.Lock()
@@ -78,11 +66,11 @@ def cpu_defaults() -> dict[str, Any]:
     return {"enforce_eager": True, "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES, "block_size": CPU_BLOCK_SIZE}
 
 
-def _prepare_environment() -> None:
+def prepare_environment() -> None:
     """Sets vLLM's environment before it is imported, only where the user has
     not: quiet logs; engine processes spawned, not forked (this process runs
     a loop thread, and only spawned processes can leave its process group, see
-    ``_engine_processes``; vLLM on CPU spawns anyway); and on CPU the model's
+    ``_processes``; vLLM on CPU spawns anyway); and on CPU the model's
     threads bound to every core we may use (vLLM binds one core by default;
     all cores measured 1.5x faster)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -99,58 +87,113 @@ def engine_count() -> int:
 
 def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine:
     """The shared engine for ``(model, engine_options)``, started on first use.
-    ``engine_options`` are vLLM ``AsyncEngineArgs`` fields, passed through."""
+    ``engine_options`` are vLLM ``AsyncEngineArgs`` fields, passed through over
+    our defaults (``engine_settings``); options that resolve to the same
+    settings share one engine."""
     options = dict(engine_options or {})
-    key = _spec_key(model, options)
+    settings = engine_settings(options)
+    key = _spec_key(model, settings)
     with _registry_lock:
         engine = _registry.get(key)
         if engine is not None and engine.dead:
             logger.warning("The engine for %s died; starting a fresh one", model)
-            _shutdown_one(engine)
+            shutdown_engine(engine)
             engine = None
         if engine is None:
-            engine = _start_engine(model, options)
+            engine = _start_engine(model, options, settings)
             _registry[key] = engine
         return engine
 
 
-def _start_engine(model: str, options: dict[str, Any]) -> Engine:
+def _platform() -> Any:
+    prepare_environment()
+    with warnings.catch_warnings():
+        # torch deprecations that vLLM's import triggers; nothing for our users to act on
+        warnings.simplefilter("ignore", FutureWarning)
+        from vllm.platforms import current_platform
+    return current_platform
+
+
+def engine_settings(engine_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The vLLM engine arguments an embedded engine starts with: on CPU, our
+    defaults (``cpu_defaults``, and the dtype ``choose_cpu_dtype`` picks for
+    this CPU), then ``engine_options`` over them. GPUs keep vLLM's defaults,
+    except that a dtype set in ``LLM_LABEL_CLF_DTYPE`` applies there too."""
+    settings: dict[str, Any] = {}
+    user_dtype = "dtype" in (engine_options or {})
+    if _platform().is_cpu():
+        settings.update(cpu_defaults())
+        if not user_dtype:
+            dtype, why = choose_cpu_dtype(cpu_info())
+            if dtype != "auto":
+                settings["dtype"] = dtype
+            _log_dtype_choice(dtype, why)
+    elif not user_dtype and os.environ.get(DTYPE_ENV, "auto") != "auto":
+        settings["dtype"] = os.environ[DTYPE_ENV]
+    settings.update(engine_options or {})
+    return settings
+
+
+@functools.cache
+def _log_dtype_choice(dtype: str, why: str) -> None:
+    cpu = cpu_info()
+    logger.info("CPU %s (%s, %d cores): engine dtype %s", cpu.model, cpu.capability, cpu.cores, why)
+
+
+def engine_info() -> dict[str, Any]:
+    """What the embedded engines run on and with, to explain a slow or fast
+    run: the CPU (model, capability, cores), the dtype an engine without a
+    ``dtype`` option gets here and why, and each started engine's settings
+    and the dtype it runs in."""
+    cpu = cpu_info()
+    dtype, why = choose_cpu_dtype(cpu)
+    with _registry_lock:
+        engines = [
+            {"model": e.model, "options": dict(e.options), "settings": dict(e.settings)}
+            for e in _registry.values()
+        ]
+    return {
+        "cpu": cpu.model,
+        "cpu_capability": cpu.capability,
+        "cores": cpu.cores,
+        "default_cpu_dtype": dtype,
+        "default_cpu_dtype_reason": why,
+        "engines": engines,
+    }
+
+
+def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any]) -> Engine:
     global _starts
-    _prepare_environment()
     path = resolve_model(model)
 
     async def create() -> Engine:
         with warnings.catch_warnings():
-            # torch deprecations that vLLM's import triggers; nothing for our users to act on
-            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", FutureWarning)  # torch deprecations in vLLM's imports
             from vllm.engine.arg_utils import AsyncEngineArgs
-            from vllm.platforms import current_platform
             from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = {"model": path, "disable_log_stats": True, "use_tqdm_on_load": False}
-        if current_platform.is_cpu():
-            args.update(cpu_defaults())
-        args.update(options)
+        args = {"model": path, "disable_log_stats": True, "use_tqdm_on_load": False, **settings}
         with own_process_group():  # a Ctrl-C in the caller's group must not stop the engine
             client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         try:
+            config = client.model_config
             return Engine(
                 model=model,
                 options=options,
                 client=client,
                 tokenizer=client.get_tokenizer(),
-                max_model_len=client.model_config.max_model_len,
+                max_model_len=config.max_model_len,
+                settings={**settings, "dtype": str(config.dtype).removeprefix("torch.")},
             )
         finally:
             # vLLM keeps a reference to this frame; without this the client
             # would outlive shutdown and be finalised during interpreter teardown.
-            del client
+            del client, config
 
     logger.info("Starting a vLLM engine for %s", model)
     engine = run_sync(create())
-    if _starts == 0:
-        # Registered after vLLM is imported, so it runs before vLLM's own exit hooks.
-        atexit.register(_at_exit)
+    # vLLM registered its exit hooks on import: ours must run before them.
+    rearm_exit_handler()
     _starts += 1
     return engine
 
@@ -165,7 +208,8 @@ async def _close(client: Any) -> None:
     client.shutdown()
 
 
-def _shutdown_one(engine: Engine) -> None:
+def shutdown_engine(engine: Engine) -> None:
+    """Shuts one engine down and drops its client (a dead engine too)."""
     # Drop our reference too, so AsyncLLM.__del__ runs now rather than during
     # interpreter teardown, when the modules it needs are already gone.
     client, engine.client = engine.client, None
@@ -185,13 +229,7 @@ def shutdown_engines() -> None:
         engines = list(_registry.values())
         _registry.clear()
     for engine in engines:
-        _shutdown_one(engine)
+        shutdown_engine(engine)
 
 
-def _at_exit() -> None:
-    from .remote import shutdown_remote_engines
-
-    shutdown_remote_engines()
-    shutdown_engines()
-    stop_loop()
-
+on_exit(shutdown_engines, order=ORDER_LOCAL)

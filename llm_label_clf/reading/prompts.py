@@ -1,6 +1,9 @@
 """Prompt templates: ``{field}`` placeholders filled by plain substitution, so
 braces inside users' texts never break rendering and no format field can reach
-an attribute or an index (``{text.__class__}``, ``{text[0]}`` are rejected)."""
+an attribute or an index (``{text.__class__}``, ``{text[0]}`` are rejected).
+Also what fills the two fields the package owns: ``{labels}`` (the labels
+listed) and, in options mode, ``{options}`` (the classes as lettered options,
+whose short codes the model answers with)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_PROMPT", "LABELS_FIELD", "PromptTemplate", "render_chat"]
+__all__ = [
+    "DEFAULT_PROMPT",
+    "LABELS_FIELD",
+    "OPTIONS_FIELD",
+    "PromptTemplate",
+    "join_labels",
+    "option_codes",
+    "options_block",
+    "render_chat",
+]
 
 #: The default completion prompt: the text, then a plain answer cue. On SST-2
 #: dev with the built-in model it beat cues that list the labels (which this
@@ -17,6 +29,9 @@ __all__ = ["DEFAULT_PROMPT", "LABELS_FIELD", "PromptTemplate", "render_chat"]
 DEFAULT_PROMPT = "Text: {text}\nLabel:"
 #: A field filled with the class verbalizers, e.g. "positive or negative".
 LABELS_FIELD = "labels"
+#: The prompt field that receives the options list (options mode); without it
+#: the list goes before the whole prompt.
+OPTIONS_FIELD = "options"
 
 
 @dataclass(frozen=True)
@@ -93,3 +108,17 @@ def join_labels(labels: Sequence[str]) -> str:
     if len(labels) <= 2:
         return " or ".join(labels)
     return ", ".join(labels[:-1]) + " or " + labels[-1]
+
+
+def option_codes(n: int) -> list[str]:
+    """"A".."Z" for up to 26 classes, else "01".."n" zero-padded to one width:
+    codes of equal length, so that no code is a prefix of another."""
+    if n <= len(string.ascii_uppercase):
+        return list(string.ascii_uppercase[:n])
+    width = len(str(n))
+    return [str(i).zfill(width) for i in range(1, n + 1)]
+
+
+def options_block(codes: Sequence[str], labels: Sequence[str]) -> str:
+    """One line per option: "A. World"."""
+    return "\n".join(f"{code}. {label}" for code, label in zip(codes, labels, strict=True))

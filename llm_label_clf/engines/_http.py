@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .builtin_model import BUILTIN_MODELS, resolve_model
+from ..builtin_model import BUILTIN_MODELS, resolve_model
 
 __all__ = [
     "TOKENIZER_PROBE",

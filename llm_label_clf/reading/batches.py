@@ -1,5 +1,5 @@
-"""Label logprobs for many prompts on one engine: the bridge between rendered
-prompt token ids and the label-read core. vLLM caps ``logprob_token_ids`` at
+"""Batched label reads: label logprobs for many prompts on one engine, the
+bridge between prompt token ids and the label-read core. vLLM caps ``logprob_token_ids`` at
 128 ids a request, so a larger label set is read in groups over the same
 prompt (the prefix cache computes the prompt once); nothing is truncated.
 Multi-token labels are scored exactly through a ``LabelTrie`` of reads."""
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Engine
-from .exceptions import GenerationError
-from .label_reads import next_token_label_reads
+from ..engines.handle import Engine
+from ..exceptions import GenerationError
+from ..label_reads import next_token_label_reads
 from .label_trie import LabelTrie
 
 __all__ = ["MAX_LOGPROB_TOKEN_IDS", "LabelScores", "read_label_logprobs", "read_sequence_logprobs"]

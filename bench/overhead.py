@@ -1,0 +1,89 @@
+"""What the estimator costs over raw vLLM, and whether a change moved it:
+``LLMLabelClassifier.predict_proba`` and raw ``vllm.LLM.generate`` label reads
+over the same SST-2 prompts, interleaved pass by pass (order rotating, prefix
+cache emptied before each pass) in one run; with ``--baseline DIR`` (a
+checkout of an older commit, e.g. ``git worktree add /tmp/base HEAD~1``) that
+checkout's estimator joins the rotation, so before and after are measured
+under the same load. Reports each contender's texts/s and its ratio to raw
+vLLM per pass (median over passes), with the CPU, its capability and dtype.
+
+Run: ``python bench/overhead.py [--baseline DIR] [--passes N] [--quick]``;
+writes ``bench/results/overhead.json`` and ``overhead.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.report import machine  # noqa: E402
+from bench.run import ANCHOR, RESULTS, Session  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", type=Path, help="a checkout of the commit to compare against")
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="48 texts instead of all 872")
+    args = parser.parse_args()
+    from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
+
+    cpu = cpu_info()
+    dtype, why = choose_cpu_dtype(cpu)
+    out = RESULTS / "quick" if args.quick else RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    sessions = {ANCHOR: Session(ANCHOR, args.quick, out / "overhead-raw.log"),
+                "clf": Session("clf", args.quick, out / "overhead-clf.log")}
+    if args.baseline:
+        log = out / "overhead-baseline.log"
+        sessions["clf_baseline"] = Session("clf", args.quick, log, root=args.baseline.resolve())
+    names = list(sessions)
+    cycles = []
+    for p in range(args.passes):
+        order = names[p % len(names):] + names[: p % len(names)]
+        cycle = {name: sessions[name].run_pass("sst2") for name in order}
+        cycles.append({"order": order, **{n: r.get("texts_per_s") for n, r in cycle.items()}})
+        print(f"pass {p + 1}: " + ", ".join(f"{n} {cycle[n].get('texts_per_s', 0):.1f} texts/s" for n in order),
+              flush=True)
+    closed = {name: session.close() for name, session in sessions.items()}
+    ratios = {
+        name: statistics.median(c[name] / c[ANCHOR] for c in cycles if c.get(name) and c.get(ANCHOR))
+        for name in names if name != ANCHOR
+    }
+    document = {
+        "machine": {**machine(), "cpu_capability": cpu.capability, "dtype": dtype, "dtype_reason": why},
+        "baseline": str(args.baseline) if args.baseline else None,
+        "passes": cycles,
+        "median_texts_per_s": {n: statistics.median(c[n] for c in cycles if c.get(n)) for n in names},
+        "median_ratio_to_raw": ratios,
+        "load_avg_1m": os.getloadavg()[0],
+        "wall_s": time.perf_counter() - began,
+        "workers": closed,
+    }
+    (out / "overhead.json").write_text(json.dumps(document, indent=1, default=str))
+    m = document["machine"]
+    lines = [
+        f"# predict_proba / raw vLLM ({m['cpu_model']}, {m['cpu_capability']}, {m['cores_usable']} cores, "
+        f"dtype {dtype}: {why})",
+        "",
+        "| contender | texts/s (median) | / raw vLLM (median of passes) |",
+        "|---|---:|---:|",
+    ]
+    for name in names:
+        ratio = "1" if name == ANCHOR else f"{ratios[name]:.3f}"
+        lines.append(f"| {name} | {document['median_texts_per_s'][name]:.1f} | {ratio} |")
+    (out / "overhead.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The estimator's parameter table: for each parameter, a check that returns
+None when the value is valid, else what it must be. ``check_params`` runs it
+at fit (scikit-learn validates in ``fit``, never in ``__init__``) and names the
+estimator, the parameter and the value in the error."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sklearn.utils import check_random_state
+
+from .calibration import CALIBRATIONS
+from .reading.prompts import DEFAULT_PROMPT, PromptTemplate
+
+__all__ = ["LABEL_MODES", "PARAMETERS", "check_params"]
+
+LABEL_MODES = ("auto", "first_token", "full_sequence", "options")
+Check = Callable[[Any], "str | None"]
+
+
+def one_of(*choices: Any, why: str | None = None) -> Check:
+    """The value is one of ``choices`` (compared with ==)."""
+    message = why or f"must be one of {sorted(choices)}"
+    return lambda value: None if any(isinstance(value, type(c)) and value == c for c in choices) else message
+
+
+def integer(minimum: int, why: str) -> Check:
+    """An int (not a bool) of at least ``minimum``."""
+
+    def check(value: Any) -> str | None:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
+        return None if ok else why
+
+    return check
+
+
+def real_in(low: float, high: float, *, low_closed: bool, why: str) -> Check:
+    """A real number in the interval (``low`` included when ``low_closed``; ``high`` never)."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            return why
+        above = value >= low if low_closed else value > low
+        return None if above and value < high else why
+
+    return check
+
+
+def _model(value: Any) -> str | None:
+    ok = isinstance(value, str) and bool(value)
+    return None if ok else "must be a built-in model name, a local folder or a hub id (str)"
+
+
+def _base_url(value: Any) -> str | None:
+    urls = [value] if isinstance(value, str) else value
+    if urls is None or (
+        isinstance(urls, Sequence) and urls and all(isinstance(u, str) and u for u in urls)
+    ):
+        return None
+    return "must be None, a server URL such as 'http://127.0.0.1:8000/v1', or a list of them"
+
+
+def _engine_options(value: Any) -> str | None:
+    if value is None or (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+        return None
+    return "must be None or a dict of vLLM engine arguments"
+
+
+def _labels(value: Any) -> str | None:
+    per_output = isinstance(value, Sequence) and not isinstance(value, str)
+    for mapping in value if per_output else [value]:
+        if mapping is None:
+            continue
+        if not isinstance(mapping, Mapping) or not mapping:
+            return (
+                "must be None, a non-empty mapping class -> label or list of aliases, "
+                "or (several outputs) a list of such mappings"
+            )
+        for cls, label in mapping.items():
+            aliases = [label] if isinstance(label, str) else label
+            if not isinstance(aliases, Sequence) or not aliases or not all(
+                isinstance(a, str) and a.strip() for a in aliases
+            ):
+                return f"maps class {cls!r} to {label!r}; give a non-empty string or list of them"
+    return None
+
+
+def _prompt(value: Any) -> str | None:
+    prompts = [value] if value is None or isinstance(value, str) else value
+    if not isinstance(prompts, Sequence) or not all(p is None or isinstance(p, str) for p in prompts):
+        return "must be None, a template string with {text}, or (several outputs) a list of them"
+    return None
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else "must be None or a string"
+
+
+def _random_state(value: Any) -> str | None:
+    try:
+        check_random_state(value)
+    except ValueError:
+        return "must be None, an int or a numpy RandomState"
+    return None
+
+
+PARAMETERS: dict[str, Check] = {
+    "model": _model,
+    "base_url": _base_url,
+    "engine_options": _engine_options,
+    "labels": _labels,
+    "label_mode": one_of(*LABEL_MODES),
+    "length_norm": one_of(None, "token", "char", why="must be None, 'token' or 'char'"),
+    "prompt": _prompt,
+    "instructions": _optional_str,
+    "chat": one_of(True, False, "auto", why="must be True, False or 'auto'"),
+    "batch_size": integer(1, "must be a positive integer"),
+    "progress": one_of(True, False, why="must be True or False"),
+    "low_mass": one_of("ignore", "raise", "warn"),
+    "low_mass_threshold": real_in(0, 1, low_closed=True, why="must be a number in [0, 1)"),
+    "few_shot": integer(0, "must be a non-negative integer (examples per class)"),
+    "calibration": one_of(*CALIBRATIONS, why="must be None, 'contextual', 'batch' or 'learned'"),
+    "threshold": real_in(0, 1, low_closed=False, why="must be a number in (0, 1)"),
+    "multioutput_read": one_of("separate", "joint", why="must be one of ['joint', 'separate']"),
+    "too_long": one_of("raise", "truncate"),
+    "random_state": _random_state,
+}
+
+
+def check_params(estimator: Any) -> None:
+    """Raises ValueError naming the first invalid parameter of ``estimator``,
+    then any prompt template that does not parse."""
+    owner = type(estimator).__name__
+    for name, check in PARAMETERS.items():
+        value = getattr(estimator, name)
+        why = check(value)
+        if why is not None:
+            raise ValueError(f"{owner}: {name}={value!r} {why}")
+    prompt = estimator.prompt
+    for template in [prompt] if prompt is None or isinstance(prompt, str) else prompt:
+        try:
+            PromptTemplate.parse(DEFAULT_PROMPT if template is None else template)
+        except ValueError as exc:
+            raise ValueError(f"{owner}: {exc}") from None

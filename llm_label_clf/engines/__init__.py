@@ -1,0 +1,42 @@
+"""The engine layer: where label reads are computed.
+
+An ``Engine`` (``handle``) is what the reading code holds: a client with vLLM's
+``EngineClient.generate`` signature, its tokenizer and its spec. Two kinds:
+
+- ``local``: an embedded vLLM ``AsyncLLM`` per (model, engine settings), its
+  processes in their own process group (``_processes``), started with
+  defaults chosen for the CPU it runs on (``hardware``; ``engine_info``
+  tells what was chosen and why);
+- ``remote``: a ``RemoteClient`` (``client``) over one or several vLLM
+  servers, built from a server pool (``_server_pool``), a per-loop batcher
+  (``_batcher``), the retry loop of one read (``_retry``) and the HTTP
+  plumbing (``_transport``, ``_http``), configured by ``RemoteOptions``
+  (``options``), validated once.
+
+``select.engine_for`` picks one for an estimator's (model, base_url,
+engine_options). Both registries live on the library's event loop (``loop``),
+which also owns shutdown: at exit remote clients close, then local engines
+stop, then the loop stops.
+
+Importing this package imports neither vLLM, torch nor transformers: they
+are imported when the first engine starts.
+"""
+
+from .client import RemoteClient
+from .handle import Engine
+from .local import engine_info, get_engine, shutdown_engines
+from .options import RemoteOptions
+from .remote import get_remote_engine, shutdown_remote_engines
+from .select import engine_for
+
+__all__ = [
+    "Engine",
+    "RemoteClient",
+    "RemoteOptions",
+    "engine_for",
+    "engine_info",
+    "get_engine",
+    "get_remote_engine",
+    "shutdown_engines",
+    "shutdown_remote_engines",
+]

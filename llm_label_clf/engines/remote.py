@@ -1,0 +1,152 @@
+"""Remote engines: one checked ``RemoteClient`` per (servers, model, options)
+per process, shared like embedded engines. Each server is checked once, on
+first use: it answers, serves the model, tokenizes like the local tokenizer
+and honours ``logprob_token_ids``. A closed client is replaced on next use,
+and every client is closed at exit (``loop.on_exit``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..builtin_model import resolve_model
+from ._http import (
+    EnvBearerAuth,
+    RemoteRequestError,
+    RemoteServerError,
+    check_label_reads,
+    check_tokenizer,
+    normalize_url,
+    served_card,
+)
+from .client import RemoteClient
+from .handle import Engine
+from .loop import ORDER_REMOTE, on_exit
+from .options import DEFAULT_API_KEY_ENV, RemoteOptions
+
+__all__ = [
+    "DEFAULT_API_KEY_ENV",
+    "RemoteClient",
+    "RemoteRequestError",
+    "RemoteServerError",
+    "get_remote_engine",
+    "remote_engine",
+    "shutdown_remote_engines",
+]
+
+logger = logging.getLogger(__name__)
+
+_registry: dict[str, Engine] = {}
+_registry_lock = threading.Lock()
+
+
+def get_remote_engine(
+    base_url: str | Sequence[str],
+    model: str,
+    *,
+    max_concurrency: int = 32,
+    timeout_s: float = 60.0,
+    max_retries: int = 4,
+    api_key_env: str = DEFAULT_API_KEY_ENV,
+    max_batch: int = 16,
+) -> Engine:
+    """The shared engine over the vLLM server(s) at ``base_url`` serving
+    ``model``, checked on first use: each server answers, serves ``model``,
+    tokenizes like the local tokenizer and honours ``logprob_token_ids``.
+
+    ``model`` is the served model name; its tokenizer comes from the built-in
+    model, a local folder, or the server's model root. ``max_concurrency``
+    bounds the reads in flight per server, ``max_batch`` the prompts in one
+    request, ``timeout_s`` each request. Raises ValueError for a
+    bad URL or option, a model the server does not serve or another tokenizer;
+    RemoteServerError when a server does not answer; PermissionError when it
+    wants an API key (read from the environment variable ``api_key_env``);
+    RuntimeError when its vLLM ignores ``logprob_token_ids``."""
+    urls = _server_urls(base_url)
+    options = RemoteOptions(
+        max_concurrency=max_concurrency,
+        max_batch=max_batch,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        api_key_env=api_key_env,
+    )
+    return remote_engine(urls, model, options)
+
+
+def remote_engine(base_url: str | Sequence[str], model: str, options: RemoteOptions) -> Engine:
+    """``get_remote_engine`` with options already checked (``engine_for``)."""
+    urls = _server_urls(base_url)
+    key = json.dumps([model, {"base_url": sorted(urls), **options.as_dict()}], sort_keys=True)
+    with _registry_lock:
+        engine = _registry.get(key)
+        if engine is None or engine.dead:
+            engine = _registry[key] = _connect(model, urls, options)
+        return engine
+
+
+def _server_urls(base_url: str | Sequence[str]) -> list[str]:
+    """``base_url`` as a list of normalized URLs; raises ValueError for an
+    empty list, a bad URL or one listed twice."""
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
+    urls = [normalize_url(url) for url in urls]
+    if not urls:
+        raise ValueError("base_url is empty: pass a server URL such as 'http://127.0.0.1:8000'")
+    if len(set(urls)) != len(urls):
+        raise ValueError(f"base_url lists a server twice: {urls}")
+    return urls
+
+
+def shutdown_remote_engines() -> None:
+    """Closes every remote engine of this process; the next use reconnects."""
+    with _registry_lock:
+        engines = list(_registry.values())
+        _registry.clear()
+    for engine in engines:
+        engine.client.shutdown()
+
+
+def _connect(model: str, urls: list[str], options: RemoteOptions) -> Engine:
+    """Checks every server, then the engine over them; its ``options`` are
+    ``base_url`` and the ``RemoteOptions`` fields (plain data)."""
+    env = options.api_key_env
+    with httpx.Client(timeout=min(options.timeout_s, 30.0), auth=EnvBearerAuth(env)) as http:
+        cards = {url: served_card(http, url, model, env) for url in urls}
+        tokenizer = _load_tokenizer(model, next(iter(cards.values())))
+        for url, card in cards.items():
+            check_tokenizer(http, url, card["id"], tokenizer, env)
+            check_label_reads(http, url, card["id"], tokenizer, env)
+    lengths = [card["max_model_len"] for card in cards.values() if card.get("max_model_len")]
+    if not lengths:
+        raise RemoteServerError(f"the servers {urls} do not report max_model_len: are they vLLM servers?")
+    client = RemoteClient.from_options({url: card["id"] for url, card in cards.items()}, options)
+    logger.info("Connected to %s serving %s", urls, model)
+    spec = {"base_url": urls, **options.as_dict()}
+    return Engine(model=model, options=spec, client=client, tokenizer=tokenizer, max_model_len=min(lengths))
+
+
+def _load_tokenizer(model: str, card: Mapping[str, Any]) -> Any:
+    """The tokenizer of the built-in model, of a local folder ``model``, else of
+    the server's model root (a local folder or a hub id)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise ImportError("remote engines need transformers: pip install 'llm_label_clf[remote]'") from None
+    source = resolve_model(model)
+    if not Path(source).is_dir():
+        source = card.get("root") or model
+    try:
+        return AutoTokenizer.from_pretrained(source)
+    except Exception as exc:  # transformers raises many kinds (OSError, ValueError, HF errors)
+        raise ValueError(
+            f"cannot load the tokenizer for {model!r} from {source!r} ({type(exc).__name__}: {exc}): "
+            "pass model= a local Hugging Face folder of the model the server runs"
+        ) from exc
+
+
+on_exit(shutdown_remote_engines, order=ORDER_REMOTE)

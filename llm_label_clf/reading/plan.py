@@ -1,0 +1,121 @@
+"""The reading plan: what fit decided about reading one output, as one plain,
+immutable, picklable object with two jobs. ``encode`` turns records into
+prompt token ids (with truncation) on the engine's tokenizer; ``read`` reads
+them on an engine passed in and returns, per text, each class's label logprob
+(summed over its aliases), the scores the softmax runs over, and the model's
+own first choice. It holds no engine and no tokenizer, so a worker process
+given a plan and an engine computes exactly what the estimator computes.
+
+The estimator's data runs one way: records -> plan -> engine -> class
+logprobs (``ClassReads``) -> probabilities (``ClassReads.log_proba``, then any
+calibration)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .batches import read_sequence_logprobs
+from .label_trie import LabelTrie
+from .render import Encoded, PromptLayout
+
+__all__ = ["ClassReads", "ReadingPlan", "concat_reads"]
+
+
+@dataclass(frozen=True)
+class ClassReads:
+    """One output's reads of ``n`` texts: ``class_logprobs`` (n, n_classes),
+    the full-vocabulary log P(class's label | prompt); ``scores`` (n, n_classes),
+    what the softmax runs over (the class logprobs, or length-normalised ones);
+    ``top_token`` (n,), the token the model itself ranks first."""
+
+    class_logprobs: np.ndarray
+    scores: np.ndarray
+    top_token: np.ndarray
+
+    def log_proba(self) -> np.ndarray:
+        """Log-probabilities over the classes: the log-softmax of ``scores``."""
+        if self.scores.shape[0] == 0:
+            return self.scores
+        return self.scores - logsumexp(self.scores, axis=1, keepdims=True)
+
+    def label_mass(self) -> np.ndarray:
+        """Per text, the full-vocabulary probability on all the labels."""
+        return np.exp(logsumexp(self.class_logprobs, axis=1)) if self.class_logprobs.shape[0] else np.zeros(0)
+
+
+def concat_reads(parts: Sequence[ClassReads], n_classes: int) -> ClassReads:
+    """Chunks' reads of one output, stacked in order."""
+    if not parts:
+        empty = np.zeros((0, n_classes))
+        return ClassReads(empty, empty, np.zeros(0, dtype=np.int64))
+    if len(parts) == 1:
+        return parts[0]
+    return ClassReads(
+        np.concatenate([p.class_logprobs for p in parts]),
+        np.concatenate([p.scores for p in parts]),
+        np.concatenate([p.top_token for p in parts]),
+    )
+
+
+@dataclass(frozen=True)
+class ReadingPlan:
+    """One output's reading: ``layout`` renders the prompt; ``trie`` holds the
+    token sequences scored after it (each class's first tokens in first-token
+    mode, its whole labels otherwise) and the reads that score them;
+    ``owner[s]`` is the class of sequence ``s``; ``lengths[s]`` its length
+    divisor under ``length_norm`` (None: no normalisation)."""
+
+    layout: PromptLayout
+    trie: LabelTrie
+    owner: tuple[int, ...]
+    n_classes: int
+    lengths: tuple[float, ...] | None = None
+
+    @property
+    def n_outputs(self) -> int:
+        return 1
+
+    @property
+    def output_sizes(self) -> list[int]:
+        """Classes per output, in output order."""
+        return [self.n_classes]
+
+    @property
+    def reserved_tokens(self) -> int:
+        """Tokens the reads add after a prompt: the deepest read's label prefix
+        and the token it reads."""
+        return 1 + self.trie.max_prefix_len
+
+    def prompt_limit(self, max_model_len: int) -> int:
+        """The most prompt tokens that leave room for what the reads add."""
+        return max_model_len - self.reserved_tokens
+
+    def encode(
+        self, records: Sequence[Mapping[str, str]], tokenizer: Any, max_model_len: int, *, offset: int = 0
+    ) -> Encoded:
+        """Records -> prompt token ids (see ``PromptLayout.encode``)."""
+        return self.layout.encode(records, tokenizer, self.prompt_limit(max_model_len), offset=offset)
+
+    async def read(self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]:
+        """Reads ``prompts`` (token ids) on ``engine``: one ``ClassReads`` (this
+        plan answers one output). ``offset`` is the index of ``prompts[0]`` in
+        the caller's input, so errors name the caller's items."""
+        scores = await read_sequence_logprobs(engine, prompts, self.trie, offset=offset)
+        class_lp = self.class_logprobs(scores.logprobs)
+        scored = class_lp
+        if self.lengths is not None and class_lp.shape[0]:
+            scored = self.class_logprobs(scores.logprobs / np.array(self.lengths)[None, :])
+        return [ClassReads(class_lp, scored, scores.top_token)]
+
+    def class_logprobs(self, sequence_lp: np.ndarray) -> np.ndarray:
+        """Per class, the log of the summed probability of its sequences."""
+        owner = np.array(self.owner)
+        out = np.empty((sequence_lp.shape[0], self.n_classes))
+        for k in range(self.n_classes):
+            out[:, k] = logsumexp(sequence_lp[:, owner == k], axis=1)
+        return out
