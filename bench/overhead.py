@@ -37,7 +37,7 @@ def main() -> None:
     from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
 
     cpu = cpu_info()
-    dtype, why = choose_cpu_dtype(cpu)
+    _, why = choose_cpu_dtype(cpu)
     out = RESULTS / "quick" if args.quick else RESULTS
     out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
@@ -59,28 +59,59 @@ def main() -> None:
         name: statistics.median(c[name] / c[ANCHOR] for c in cycles if c.get(name) and c.get(ANCHOR))
         for name in names if name != ANCHOR
     }
+    from transformers import AutoTokenizer
+
+    from bench.common import SST2_PROMPT, sizes, sst2
+    from bench.roofline import model_gflop_per_token, peak_gflops
+
+    from llm_label_clf.builtin_model import DEFAULT_MODEL, resolve_model
+    from llm_label_clf.engines.local import engine_settings
+
+    model_dir = resolve_model(DEFAULT_MODEL)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    texts = sst2(sizes(args.quick)).texts
+    prompt_tokens = statistics.mean(len(tokenizer.encode(SST2_PROMPT.format(text=t))) for t in texts)
+    work = model_gflop_per_token(model_dir)
+    gflop_per_text = prompt_tokens * work["per_token"] + work["per_read"]
+    settings = engine_settings()
+    ran_dtype = str(settings.get("dtype", "bfloat16"))  # "auto": the built-in model's bf16
+    peak = peak_gflops(cpu.capability, cpu.cores, ran_dtype)
     document = {
-        "machine": {**machine(), "cpu_capability": cpu.capability, "dtype": dtype, "dtype_reason": why},
+        "machine": {**machine(), "cpu_capability": cpu.capability, "dtype": ran_dtype, "dtype_reason": why,
+                    "engine_settings": settings},
+        "roofline": {**peak, "prompt_tokens_mean": prompt_tokens, "gflop_per_text": gflop_per_text,
+                     "model_work": work},
         "baseline": str(args.baseline) if args.baseline else None,
         "passes": cycles,
         "median_texts_per_s": {n: statistics.median(c[n] for c in cycles if c.get(n)) for n in names},
         "median_ratio_to_raw": ratios,
+        "fraction_of_peak": {
+            n: (statistics.median(c[n] for c in cycles if c.get(n)) * gflop_per_text / peak["gflops"])
+            if peak["gflops"] else None
+            for n in names
+        },
         "load_avg_1m": os.getloadavg()[0],
         "wall_s": time.perf_counter() - began,
         "workers": closed,
     }
     (out / "overhead.json").write_text(json.dumps(document, indent=1, default=str))
     m = document["machine"]
+    peak_text = f"{peak['gflops']:.0f} GFLOP/s" if peak["gflops"] else "unknown"
     lines = [
         f"# predict_proba / raw vLLM ({m['cpu_model']}, {m['cpu_capability']}, {m['cores_usable']} cores, "
-        f"dtype {dtype}: {why})",
+        f"dtype {ran_dtype}: {why})",
         "",
-        "| contender | texts/s (median) | / raw vLLM (median of passes) |",
-        "|---|---:|---:|",
+        f"SST-2 dev, {len(texts)} texts, {prompt_tokens:.1f} prompt tokens on average ({gflop_per_text:.2f} GFLOP "
+        f"per text); estimated peak {peak_text} (bench/roofline.py); engine settings {settings}.",
+        "",
+        "| contender | texts/s (median) | / raw vLLM (median of passes) | of peak |",
+        "|---|---:|---:|---:|",
     ]
     for name in names:
         ratio = "1" if name == ANCHOR else f"{ratios[name]:.3f}"
-        lines.append(f"| {name} | {document['median_texts_per_s'][name]:.1f} | {ratio} |")
+        frac = document["fraction_of_peak"][name]
+        shown = f"{frac:.1%}" if frac is not None else "?"
+        lines.append(f"| {name} | {document['median_texts_per_s'][name]:.1f} | {ratio} | {shown} |")
     (out / "overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -35,5 +35,12 @@ class Engine:
 
     @property
     def dead(self) -> bool:
-        """True once the client is gone or errored: the registry replaces it."""
-        return self.client is None or bool(getattr(self.client, "errored", False))
+        """True once the client is gone or errored, or (embedded engines) once
+        one of its engine processes has exited, even before vLLM's monitor
+        thread flags it: the registry then starts a fresh one."""
+        if self.client is None or bool(getattr(self.client, "errored", False)):
+            return True
+        resources = getattr(getattr(self.client, "engine_core", None), "resources", None)
+        manager = getattr(resources, "engine_manager", None)
+        finished = getattr(manager, "finished_procs", None)
+        return bool(finished()) if callable(finished) else False

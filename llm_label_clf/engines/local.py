@@ -16,12 +16,14 @@ import json
 import logging
 import os
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from ..builtin_model import DEFAULT_MODEL, resolve_model
 from ._processes import own_process_group
+from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_environment, prepare_environment
 from .handle import Engine
 from .hardware import DTYPE_ENV, choose_cpu_dtype, cpu_info
 from .loop import ORDER_LOCAL, on_exit, rearm_exit_handler, run_sync
@@ -64,20 +66,6 @@ def cpu_defaults() -> dict[str, Any]:
     the prefix cache, which multi-token labels and few-shot prompts rely on).
     User options override each of these."""
     return {"enforce_eager": True, "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES, "block_size": CPU_BLOCK_SIZE}
-
-
-def prepare_environment() -> None:
-    """Sets vLLM's environment before it is imported, only where the user has
-    not: quiet logs; engine processes spawned, not forked (this process runs
-    a loop thread, and only spawned processes can leave its process group, see
-    ``_processes``; vLLM on CPU spawns anyway); and on CPU the model's
-    threads bound to every core we may use (vLLM binds one core by default;
-    all cores measured 1.5x faster)."""
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
-        cores = sorted(os.sched_getaffinity(0))
-        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, cores))
 
 
 def engine_count() -> int:
@@ -173,8 +161,13 @@ def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any])
             from vllm.v1.engine.async_llm import AsyncLLM
 
         args = {"model": path, "disable_log_stats": True, "use_tqdm_on_load": False, **settings}
-        with own_process_group():  # a Ctrl-C in the caller's group must not stop the engine
-            client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        began = time.monotonic()
+        try:
+            # own process group: a Ctrl-C in the caller's group must not stop the engine
+            with own_process_group(), engine_process_environment():
+                client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        except Exception as exc:
+            raise _start_failure(model, path, exc, time.monotonic() - began) from exc
         try:
             config = client.model_config
             return Engine(
@@ -196,6 +189,22 @@ def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any])
     rearm_exit_handler()
     _starts += 1
     return engine
+
+
+def _start_failure(model: str, path: str, exc: Exception, waited_s: float) -> RuntimeError:
+    """What to tell the user when an engine does not start: what was waited
+    for, vLLM's reason, and how to see more or wait longer."""
+    if isinstance(exc, TimeoutError):
+        why = (
+            f"its engine process did not report ready within {waited_s:.0f} s (loading the weights and "
+            f"sizing the KV cache); set {START_TIMEOUT_ENV} to wait longer"
+        )
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return RuntimeError(
+        f"the vLLM engine for {model!r} ({path}) failed to start: {why}. vLLM's error log, if any, is "
+        f"above; set {ENGINE_LOGS_ENV}=1 to see all of vLLM's logs"
+    )
 
 
 async def _close(client: Any) -> None:
