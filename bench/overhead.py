@@ -7,8 +7,8 @@ checkout's estimator joins the rotation, so before and after are measured
 under the same load. Reports each contender's texts/s and its ratio to raw
 vLLM per pass (median over passes), with the CPU, its capability and dtype.
 
-Run: ``python bench/overhead.py [--baseline DIR] [--passes N] [--quick]``;
-writes ``bench/results/overhead.json`` and ``overhead.md``.
+Run: ``python bench/overhead.py [--baseline DIR] [--passes N] [--quick] [--tag NAME]``;
+writes ``bench/results/overhead[-NAME].json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="a checkout of the commit to compare against")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="48 texts instead of all 872")
+    parser.add_argument("--tag", default="", help="written to overhead-TAG.json / .md")
     args = parser.parse_args()
     from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
 
@@ -94,7 +95,7 @@ def main() -> None:
         "wall_s": time.perf_counter() - began,
         "workers": closed,
     }
-    (out / "overhead.json").write_text(json.dumps(document, indent=1, default=str))
+    (out / f"overhead{'-' + args.tag if args.tag else ''}.json").write_text(json.dumps(document, indent=1, default=str))
     m = document["machine"]
     peak_text = f"{peak['gflops']:.0f} GFLOP/s" if peak["gflops"] else "unknown"
     lines = [
@@ -112,7 +113,7 @@ def main() -> None:
         frac = document["fraction_of_peak"][name]
         shown = f"{frac:.1%}" if frac is not None else "?"
         lines.append(f"| {name} | {document['median_texts_per_s'][name]:.1f} | {ratio} | {shown} |")
-    (out / "overhead.md").write_text("\n".join(lines) + "\n")
+    (out / f"overhead{'-' + args.tag if args.tag else ''}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

