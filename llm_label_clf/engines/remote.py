@@ -50,11 +50,11 @@ def get_remote_engine(
     base_url: str | Sequence[str],
     model: str,
     *,
-    max_concurrency: int = 32,
-    timeout_s: float = 60.0,
-    max_retries: int = 4,
+    max_concurrency: int = RemoteOptions.max_concurrency,
+    timeout_s: float = RemoteOptions.timeout_s,
+    max_retries: int = RemoteOptions.max_retries,
     api_key_env: str = DEFAULT_API_KEY_ENV,
-    max_batch: int = 16,
+    max_batch: int = RemoteOptions.max_batch,
 ) -> Engine:
     """The shared engine over the vLLM server(s) at ``base_url`` serving
     ``model``, checked on first use: each server answers, serves ``model``,
