@@ -22,7 +22,7 @@ from .reading.driver import read_plans
 from .reading.joint import JOINT_PROMPT, JointPlan, answer_regex, code_token_ids, joint_codes, joint_layout
 from .reading.plan import ReadingPlan
 from .reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
-from .reading.render import PromptLayout
+from .reading.render import check_fields
 
 __all__ = ["fit_joint", "fit_output", "fit_separate"]
 
@@ -187,10 +187,7 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
         raise ValueError(
             f"{name}: a joint read lists each output's options itself; remove {{labels}}/{{options}} from the prompt"
         )
-    try:
-        PromptLayout(template, chat=False).check_fields(records[0])
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+    check_fields(template, records[0], owner=name)
     names = target.names if target.names is not None else [f"output {j + 1}" for j in range(len(target.columns))]
     classes, texts = [], []
     for j, column in enumerate(target.columns):

@@ -18,7 +18,7 @@ from .label_tokens import distinct_first_tokens, in_context_verbalizer, label_to
 from .label_trie import LabelTrie
 from .plan import ReadingPlan
 from .prompts import LABELS_FIELD, OPTIONS_FIELD, PromptTemplate, join_labels, option_codes, options_block
-from .render import PromptLayout
+from .render import PromptLayout, check_fields
 
 __all__ = ["LABEL_CHECK_ROWS", "MIN_QUERY_TOKENS", "OutputReading", "ReadingSettings", "build_reading"]
 
@@ -64,12 +64,7 @@ def _check_template(settings: ReadingSettings, template: PromptTemplate, record:
             f"{settings.owner}: prompt field {{{OPTIONS_FIELD}}} is filled only with "
             f"label_mode='options' (label_mode={settings.label_mode!r}); use {{{LABELS_FIELD}}} to list the labels"
         )
-    try:
-        PromptLayout(template, settings.chat, fields=dict.fromkeys((LABELS_FIELD, OPTIONS_FIELD), "")).check_fields(
-            record
-        )
-    except ValueError as exc:
-        raise ValueError(f"{settings.owner}: {exc}") from None
+    check_fields(template, record, (LABELS_FIELD, OPTIONS_FIELD), owner=settings.owner)
     if not settings.chat and not template.suffix.strip():
         raise ValueError(
             f"{settings.owner}: prompt={template.template!r} ends with a field; add an "

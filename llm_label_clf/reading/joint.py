@@ -157,10 +157,6 @@ class JointPlan:
     regex: str
 
     @property
-    def n_outputs(self) -> int:
-        return len(self.token_ids)
-
-    @property
     def output_sizes(self) -> list[int]:
         return [len(ids) for ids in self.token_ids]
 

@@ -77,10 +77,6 @@ class ReadingPlan:
     lengths: tuple[float, ...] | None = None
 
     @property
-    def n_outputs(self) -> int:
-        return 1
-
-    @property
     def output_sizes(self) -> list[int]:
         """Classes per output, in output order."""
         return [self.n_classes]

@@ -8,14 +8,14 @@ item. Plain data: it holds no tokenizer; the engine's is passed in."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import TruncationWarning
 from .prompts import PromptTemplate, render_chat
 
-__all__ = ["Encoded", "PromptLayout", "warn_truncated"]
+__all__ = ["Encoded", "PromptLayout", "check_fields", "warn_truncated"]
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,7 @@ class PromptLayout:
     def check_fields(self, record: Mapping[str, str]) -> None:
         """Raises ValueError naming the template fields that ``record`` (one
         row of ``X``) leaves empty."""
-        missing = [f for f in self.template.fields if f not in self.fields and f not in record]
-        if missing:
-            raise ValueError(
-                f"prompt field(s) {missing} have no input: X provides {sorted(record)} "
-                "(a list of texts fills {text}; a DataFrame fills its column names)"
-            )
+        check_fields(self.template, record, self.fields)
 
     def encode(
         self, records: Sequence[Mapping[str, str]], tokenizer: Any, limit: int, *, offset: int = 0
@@ -112,6 +107,20 @@ class PromptLayout:
         raise ValueError(
             f"X item {i} cannot be truncated to fit: the prompt around field {{{name}}} is already "
             f"too long for the model's {limit} tokens; shorten the instructions or the other fields"
+        )
+
+
+def check_fields(
+    template: PromptTemplate, record: Mapping[str, str], filled: Collection[str] = (), *, owner: str = ""
+) -> None:
+    """Raises ValueError naming the fields of ``template`` that neither
+    ``record`` (one row of ``X``) nor the package (``filled``) fills;
+    ``owner`` starts the message."""
+    missing = [f for f in template.fields if f not in filled and f not in record]
+    if missing:
+        raise ValueError(
+            f"{owner + ': ' if owner else ''}prompt field(s) {missing} have no input: X provides {sorted(record)} "
+            "(a list of texts fills {text}; a DataFrame fills its column names)"
         )
 
 
