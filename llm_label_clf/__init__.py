@@ -2,14 +2,25 @@
 
 from .classifier import LLMLabelClassifier
 from .engines import engine_info, get_engine, get_remote_engine, shutdown_engines, shutdown_remote_engines
-from .exceptions import GenerationError, LowLabelMassWarning, NotFittedError, TruncationWarning
+from .exceptions import (
+    GenerationError,
+    LabelWordsWarning,
+    LowLabelMassWarning,
+    ModelNotFoundError,
+    ModelUnavailableError,
+    NotFittedError,
+    TruncationWarning,
+)
 from .label_reads import LabelRead, next_token_label_reads
 
 __all__ = [
     "GenerationError",
     "LLMLabelClassifier",
     "LabelRead",
+    "LabelWordsWarning",
     "LowLabelMassWarning",
+    "ModelNotFoundError",
+    "ModelUnavailableError",
     "NotFittedError",
     "TruncationWarning",
     "engine_info",

@@ -13,7 +13,8 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from ._per_output import class_labels, output_labels, output_prompts
+from ._label_words import warn_label_words
+from ._per_output import OutputClasses, class_labels, one_class_error, output_classes, output_labels, output_prompts
 from ._targets import Target, unique_classes
 from .calibration import LearnedCalibrator, batch_bias, content_free_records, contextual_bias
 from .engines.handle import Engine
@@ -39,28 +40,22 @@ def uses_chat(chat: Any, tokenizer: Any) -> bool:
 
 
 def fit_output(
-    est: Any, records: Records, y: np.ndarray | None, get_engine: EngineGetter, *, classes: np.ndarray | None = None
+    est: Any,
+    records: Records,
+    y: np.ndarray | None,
+    get_engine: EngineGetter,
+    *,
+    where: str = "",
+    checked: OutputClasses | None = None,
 ) -> dict[str, Any]:
-    """One output: ``classes_`` from ``y`` (or given; or, without ``y``, the
-    keys of ``labels``), the reading plan, then the calibration."""
+    """One output: ``classes_`` from ``y`` (or, without ``y``, the classes
+    ``labels`` names), the reading plan, then the calibration. The classes
+    and their labels are checked before the engine is asked for (``checked``:
+    already done, as ``output_classes`` does it). ``where`` (e.g. "output
+    'topic'") names the output in warnings."""
     owner = type(est).__name__
-    if not (est.prompt is None or isinstance(est.prompt, str)):
-        raise ValueError(
-            f"{owner}: prompt is a list of {len(est.prompt)} templates but y has "
-            "one output; give one template (a list is for a 2-D y, one per column)"
-        )
-    if isinstance(est.labels, Sequence) and not isinstance(est.labels, str):
-        raise ValueError(
-            f"{owner}: labels is a list of {len(est.labels)} mappings but y has one "
-            "output; give one mapping class -> label (a list is for a 2-D y, one per column)"
-        )
-    if classes is not None:
-        y_index = np.searchsorted(classes, y)
-    elif y is not None:
-        classes, y_index = unique_classes(y)
-    else:
-        classes, y_index = np.array(sorted(est.labels), dtype=object), None
-    labels = class_labels(est.labels, classes.tolist(), owner)
+    out = checked if checked is not None else output_classes(est, y)
+    classes, y_index, labels = out.classes, out.y_index, out.labels
     engine = get_engine()
     chat = uses_chat(est.chat, engine.tokenizer)
     settings = ReadingSettings(
@@ -69,6 +64,7 @@ def fit_output(
         instructions=est.instructions,
         label_mode=est.label_mode,
         length_norm=est.length_norm,
+        prune_margin=est.prune_margin,
         few_shot=int(est.few_shot),
         random_state=est.random_state,
         too_long=est.too_long,
@@ -77,6 +73,10 @@ def fit_output(
     reading = build_reading(
         settings, classes.tolist(), labels, records, y_index, engine.tokenizer, engine.max_model_len
     )
+    if out.given is None:
+        written = [a[0] for a in labels] if reading.options is not None else [v[0] for v in reading.verbalizers]
+        owner_here = f"{owner}: {where}" if where else owner
+        warn_label_words(owner_here, classes.tolist(), written, est.label_words, options=reading.options is not None)
     bias, calibrator = _fit_calibration(est, reading.plan, records, y_index, reading.few_shot_rows, engine)
     return {
         "classes_": classes,
@@ -132,19 +132,26 @@ def _fit_calibration(
 def fit_separate(est: Any, records: Records, target: Target, get_engine: EngineGetter) -> dict[str, Any]:
     """Several outputs: one fitted single-output estimator per column of ``y``
     (or per label of a multi-label ``y``), all on the same shared engine."""
-    prompts = output_prompts(est.prompt, est.labels, target)
-    estimators = []
-    for j, column in enumerate(target.columns):
+    prompts = output_prompts(est.prompt, est.labels, target, est.label_words)
+    names = target.names if target.names is not None else list(range(len(target.columns)))
+    subs, checked = [], []
+    for j, column in enumerate(target.columns):  # every output checked before the engine is asked for
         sub = clone(est).set_params(prompt=prompts[j], labels=output_labels(est.labels, target, j))
         classes = np.array([0, 1]) if target.kind == "multilabel" else None
         try:
-            vars(sub).update(fit_output(sub, records, column, get_engine, classes=classes))
+            checked.append(output_classes(sub, column, classes=classes))
         except ValueError as exc:
-            name = target.names[j] if target.names is not None else j
-            raise ValueError(f"output {name!r}: {exc}") from None
+            raise ValueError(f"output {names[j]!r}: {exc}") from None
+        subs.append(sub)
+    estimators = []
+    for j, (sub, column) in enumerate(zip(subs, target.columns, strict=True)):
+        where = f"output {names[j]!r}"
+        try:
+            vars(sub).update(fit_output(sub, records, column, get_engine, where=where, checked=checked[j]))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
         estimators.append(sub)
     if target.kind == "multilabel":
-        names = target.names if target.names is not None else list(range(len(estimators)))
         classes_: Any = np.array(names)
     else:
         classes_ = [e.classes_ for e in estimators]
@@ -171,6 +178,7 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
         "few_shot": est.few_shot != 0,
         "calibration": est.calibration is not None,
         "length_norm": est.length_norm is not None,
+        "prune_margin": est.prune_margin is not None,
         "label_mode": est.label_mode not in ("auto", "options"),
     }
     for param, used in unsupported.items():
@@ -189,13 +197,21 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
         )
     check_fields(template, records[0], owner=name)
     names = target.names if target.names is not None else [f"output {j + 1}" for j in range(len(target.columns))]
-    classes, texts = [], []
+    classes, texts, defaults = [], [], []
     for j, column in enumerate(target.columns):
+        where = f"{name}: output {names[j]!r}"
         values, _ = unique_classes(column, f"output {names[j]!r}: ")
+        if len(values) < 2:
+            raise one_class_error(where, values.tolist()[0])
         classes.append(values)
-        aliases = class_labels(output_labels(est.labels, target, j), values.tolist(), f"{name}: output {names[j]!r}")
+        given = output_labels(est.labels, target, j)
+        aliases = class_labels(given, values.tolist(), where, est.label_words)
         texts.append([a[0].strip() for a in aliases])
+        if given is None:
+            defaults.append((where, values.tolist(), texts[-1]))
     codes = [joint_codes(len(c), names[j]) for j, c in enumerate(classes)]
+    for where, values, written in defaults:
+        warn_label_words(where, values, written, est.label_words, options=True)
     engine = get_engine()
     chat = uses_chat(est.chat, engine.tokenizer)
     joint_names = [str(n) for n in names]

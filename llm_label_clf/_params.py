@@ -11,6 +11,7 @@ from typing import Any
 
 from sklearn.utils import check_random_state
 
+from ._label_words import LABEL_WORDS
 from .calibration import CALIBRATIONS
 from .reading.prompts import DEFAULT_PROMPT, PromptTemplate
 
@@ -68,22 +69,49 @@ def _engine_options(value: Any) -> str | None:
     return "must be None or a dict of vLLM engine arguments"
 
 
-def _labels(value: Any) -> str | None:
-    per_output = isinstance(value, Sequence) and not isinstance(value, str)
-    for mapping in value if per_output else [value]:
-        if mapping is None:
-            continue
-        if not isinstance(mapping, Mapping) or not mapping:
-            return (
-                "must be None, a non-empty mapping class -> label or list of aliases, "
-                "or (several outputs) a list of such mappings"
-            )
-        for cls, label in mapping.items():
-            aliases = [label] if isinstance(label, str) else label
-            if not isinstance(aliases, Sequence) or not aliases or not all(
-                isinstance(a, str) and a.strip() for a in aliases
-            ):
+_LABELS_FORMS = (
+    "must be None, a mapping class -> label (or list of aliases), a list of labels in classes_ order, "
+    "or (several outputs) a list of such mappings or lists"
+)
+
+
+def _label_entry(label: Any) -> bool:
+    """A class's label: a non-blank string, or a non-empty list of them (aliases)."""
+    aliases = [label] if isinstance(label, str) else label
+    return (
+        isinstance(aliases, Sequence)
+        and bool(aliases)
+        and all(isinstance(a, str) and bool(a.strip()) for a in aliases)
+    )
+
+
+def _one_output_labels(value: Any) -> str | None:
+    """None when ``value`` gives one output's classes their labels: a non-empty
+    mapping class -> label, or a non-empty list of labels in classes_ order."""
+    if isinstance(value, Mapping) and value:
+        for cls, label in value.items():
+            if not _label_entry(label):
                 return f"maps class {cls!r} to {label!r}; give a non-empty string or list of them"
+        return None
+    if isinstance(value, Sequence) and not isinstance(value, str) and value:
+        for i, label in enumerate(value):
+            if not _label_entry(label):
+                return f"has {label!r} at position {i}; give a non-empty string or list of them per class"
+        return None
+    return _LABELS_FORMS
+
+
+def _labels(value: Any) -> str | None:
+    if value is None or isinstance(value, Mapping):
+        return None if value is None else _one_output_labels(value)
+    if not isinstance(value, Sequence) or isinstance(value, str) or not value:
+        return _LABELS_FORMS
+    if any(isinstance(v, str) for v in value) or all(_label_entry(v) for v in value):
+        return _one_output_labels(value)  # one output's labels (each a string or aliases)
+    for entry in value:  # one entry per output
+        why = None if entry is None else _one_output_labels(entry)
+        if why is not None:
+            return why
     return None
 
 
@@ -92,6 +120,13 @@ def _prompt(value: Any) -> str | None:
     if not isinstance(prompts, Sequence) or not all(p is None or isinstance(p, str) for p in prompts):
         return "must be None, a template string with {text}, or (several outputs) a list of them"
     return None
+
+
+def _prune_margin(value: Any) -> str | None:
+    ok = value is None or (
+        isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= float(value) < float("inf")
+    )
+    return None if ok else "must be None (read every label prefix) or a finite number of nats >= 0"
 
 
 def _optional_str(value: Any) -> str | None:
@@ -111,8 +146,10 @@ PARAMETERS: dict[str, Check] = {
     "base_url": _base_url,
     "engine_options": _engine_options,
     "labels": _labels,
+    "label_words": one_of(*LABEL_WORDS),
     "label_mode": one_of(*LABEL_MODES),
     "length_norm": one_of(None, "token", "char", why="must be None, 'token' or 'char'"),
+    "prune_margin": _prune_margin,
     "prompt": _prompt,
     "instructions": _optional_str,
     "chat": one_of(True, False, "auto", why="must be True, False or 'auto'"),

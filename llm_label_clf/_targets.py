@@ -1,7 +1,9 @@
 """What ``y`` asks for: one output (a column of classes), several outputs (a
 2-D array or DataFrame, one column each), or multi-label (an indicator matrix
 of 0/1, or one collection of labels per row). Checked here so that every
-problem names the row, column or label at fault."""
+problem names the row, column or label at fault. Each column keeps the dtype
+``y`` gave it (ints, bools, numpy strings or objects), so that ``classes_``
+and ``predict`` return values of that dtype, as scikit-learn's classifiers do."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import DataConversionWarning
 
-__all__ = ["Target", "as_target", "subset_accuracy", "unique_classes"]
+__all__ = ["Target", "as_classes", "as_target", "stack_columns", "subset_accuracy", "unique_classes"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,46 @@ def unique_classes(column: np.ndarray, where: str = "") -> tuple[np.ndarray, np.
     except TypeError:
         kinds = sorted({type(v).__name__ for v in column})
         raise ValueError(f"{where}y mixes label types {kinds}; use one type for every label (e.g. all str)") from None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    return "str" if isinstance(value, str) else type(value).__name__
+
+
+def as_classes(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as numpy would hold a list of them (ints as int64, bools as
+    bool, strings as numpy str), or as objects when they are of several kinds
+    (numpy would turn ``[True, 2]`` into ints and ``["a", 1]`` into strings)."""
+    items = list(values)
+    if len({_kind(v) for v in items}) == 1:
+        array = np.asarray(items)
+        if array.ndim == 1:
+            return array
+    return np.array(items + [None], dtype=object)[:-1]  # the None stops numpy nesting tuples
+
+
+def _with_dtype(column: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    """An object column of checked labels in ``y``'s own dtype: ``dtype`` when
+    ``y`` had one (an array or pandas column), else as ``as_classes`` infers it."""
+    if dtype is None:
+        return as_classes(column)
+    return column if dtype.kind == "O" else column.astype(dtype)
+
+
+def _column_dtypes(y: Any, n_columns: int) -> list[np.dtype | None]:
+    if isinstance(y, pd.DataFrame):
+        return [np.asarray(y.iloc[:, j]).dtype for j in range(n_columns)]
+    if isinstance(y, pd.Series):
+        return [np.asarray(y).dtype]
+    if isinstance(y, np.ndarray):
+        return [y.dtype] * n_columns
+    return [None] * n_columns
 
 
 def _check_missing(column: np.ndarray, where: str) -> None:
@@ -69,7 +111,8 @@ def as_target(y: Any, n: int) -> Target:
                 matrix[i, index[label]] = 1
         return Target("multilabel", [matrix[:, j] for j in range(len(names))], names)
     names = list(y.columns) if isinstance(y, pd.DataFrame) else None
-    array = y.to_numpy() if isinstance(y, (pd.DataFrame, pd.Series)) else np.asarray(y, dtype=object)
+    array = np.asarray(y.to_numpy() if isinstance(y, (pd.DataFrame, pd.Series)) else y, dtype=object)
+    dtypes = _column_dtypes(y, array.shape[1] if array.ndim == 2 else 1)
     if array.ndim == 2 and array.shape[1] == 1:
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected; it is read as one output",
@@ -82,7 +125,7 @@ def as_target(y: Any, n: int) -> Target:
         if len(array) != n:
             raise ValueError(f"X has {n} texts but y has {len(array)} labels")
         _check_missing(array, "")
-        return Target("single", [array], None)
+        return Target("single", [_with_dtype(array, dtypes[0])], None)
     if array.ndim != 2 or array.shape[1] == 0:
         raise ValueError(
             f"y has shape {array.shape}; give one label per text (1-D), one column per output "
@@ -94,7 +137,7 @@ def as_target(y: Any, n: int) -> Target:
         _check_missing(array[:, j], f"column {names[j] if names else j} ")
     if _is_indicator(array):
         return Target("multilabel", [array[:, j].astype(np.int64) for j in range(array.shape[1])], names)
-    return Target("multioutput", [array[:, j] for j in range(array.shape[1])], names)
+    return Target("multioutput", [_with_dtype(array[:, j], dtypes[j]) for j in range(array.shape[1])], names)
 
 
 def _is_indicator(array: np.ndarray) -> bool:
@@ -106,17 +149,30 @@ def _is_indicator(array: np.ndarray) -> bool:
     return all(isinstance(v, (int, np.integer, bool, np.bool_, float)) for v in values) and values <= {0, 1}
 
 
+def stack_columns(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-output columns side by side, shape (n, n_outputs): in their common
+    dtype when they are of one kind (ints, bools, strings), else as objects,
+    so that an int output is not turned into strings by a string output."""
+    if len({c.dtype.kind for c in columns}) == 1:
+        return np.column_stack(columns)
+    stacked = np.empty((len(columns[0]), len(columns)), dtype=object)
+    for j, column in enumerate(columns):
+        stacked[:, j] = column
+    return stacked
+
+
 def subset_accuracy(target: Target, pred: np.ndarray, labels: list[Any] | None, sample_weight: Any = None) -> float:
     """The share of rows whose every output (label) is predicted right, as
     scikit-learn's multi-output classifiers and ``accuracy_score`` on
     indicators count it. ``labels``: a multi-label estimator's labels, to
     align a named ``y``'s columns with the predictions'."""
-    truth = np.column_stack(target.columns)
+    columns = list(target.columns)
     if target.names is not None and labels and set(target.names) <= set(labels):
-        aligned = np.zeros((truth.shape[0], len(labels)), dtype=truth.dtype)
+        aligned = [np.zeros(pred.shape[0], dtype=columns[0].dtype) for _ in labels]
         for j, name in enumerate(target.names):
-            aligned[:, labels.index(name)] = truth[:, j]
-        truth = aligned
-    if truth.shape != pred.shape:
-        raise ValueError(f"y has shape {truth.shape} but the predictions have shape {pred.shape}")
-    return float(np.average(np.all(truth == pred, axis=1), weights=sample_weight))
+            aligned[labels.index(name)] = columns[j]
+        columns = aligned
+    if (len(columns[0]), len(columns)) != pred.shape:
+        raise ValueError(f"y has shape {(len(columns[0]), len(columns))} but the predictions have shape {pred.shape}")
+    right = np.column_stack([np.asarray(c == pred[:, j], dtype=bool) for j, c in enumerate(columns)])
+    return float(np.average(np.all(right, axis=1), weights=sample_weight))

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["BUILTIN_MODELS", "DEFAULT_MODEL", "cache_dir", "resolve_model"]
+__all__ = ["BUILTIN_MODELS", "DEFAULT_MODEL", "cache_dir", "gguf_path", "resolve_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,9 @@ def cache_dir() -> Path:
 def resolve_model(model: str) -> str:
     """Turns ``model`` into what vLLM loads: a built-in name becomes its converted
     local folder (converting on first use), an existing folder becomes its
-    absolute path, and anything else (a hub id) is returned unchanged."""
+    absolute path, and anything else (a hub id) is returned unchanged: an
+    embedded engine checks it first (``model_source.check_model_source``); a
+    remote server's model name need not exist here."""
     if model in BUILTIN_MODELS:
         return str(_ensure_converted(model))
     path = Path(model).expanduser()
@@ -59,7 +61,9 @@ def resolve_model(model: str) -> str:
     return model
 
 
-def _gguf_path(name: str) -> Path:
+def gguf_path(name: str) -> Path:
+    """The GGUF file of built-in model ``name``; raises RuntimeError saying what
+    to install when its package or the file is missing."""
     package, filename = BUILTIN_MODELS[name]
     spec = importlib.util.find_spec(package)  # does not import it (its deps are absent)
     if spec is None or not spec.submodule_search_locations:
@@ -81,7 +85,7 @@ def _target_dir(name: str, gguf: Path) -> Path:
 
 
 def _ensure_converted(name: str) -> Path:
-    gguf = _gguf_path(name)
+    gguf = gguf_path(name)
     target = _target_dir(name, gguf)
     if target in _verified or _is_complete(target):
         _verified.add(target)

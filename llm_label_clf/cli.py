@@ -4,9 +4,24 @@ Commands: ``classify`` (a table in, the same table plus each class's
 probability and the predicted class out), ``evaluate`` (a labelled table in, a
 classification report out) and ``demo`` (zero-shot SST-2 with the built-in model).
 
+``classify`` and ``evaluate`` read and write CSV, TSV, Parquet and JSON Lines
+by extension (``--sep``: any delimited text, stdin included). They are
+zero-shot unless ``--train FILE`` gives labelled rows to fit on, which
+``--few-shot N`` and ``--calibration learned`` need; ``--label-mode``,
+``--length-norm``, ``--too-long`` and ``--low-mass`` set the estimator's
+parameters of those names, and ``--engine-option KEY=VALUE`` (repeatable,
+over ``--engine-options FILE``) its vLLM engine arguments. A row whose text
+(evaluating: or label) is missing or blank stops the command
+(``--bad-rows error``), is left out and listed in a side file (``skip``), or
+stays in place unclassified with the reason in an ``error`` column (``keep``);
+the output's rows are always in the input's order. The estimator's hints are
+printed in option syntax (``--low-mass ignore``, not ``low_mass='ignore'``),
+naming rows of the input (``_cli_hints``).
+
 Exit codes: 0 success; 2 a usage or input error (a missing column, an
-unreadable, empty or unknown-format file, bad labels or prompt); 1 the engine
-failed (it could not start, or a read failed); 130 interrupted.
+unreadable, empty or unknown-format file, bad labels, prompt or engine
+options, a bad row under ``--bad-rows error``); 1 the engine failed (it could
+not start, or a read failed); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,13 +30,17 @@ import argparse
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ._cli_hints import OPTION_OF, cli_hint, engine_hint
+from ._cli_options import add_table_options, engine_options, estimator_params, needs_labels
+from ._cli_rows import announce_bad_rows, good_rows, skipped_target, with_predictions
 from ._tables import (
-    KNOWN_FORMATS,
     UsageError,
     as_strings,
+    check_cells,
     check_output,
     parse_labels,
     read_table,
@@ -29,14 +48,12 @@ from ._tables import (
     write_table,
 )
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 DEMO_INSTRUCTIONS = "Classify the sentiment of each movie review."
 DEMO_PROMPT = "Review: {text}\nSentiment:"
 
 EXIT_OK, EXIT_ENGINE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
 
 
 class EngineFailure(Exception):
@@ -67,10 +84,7 @@ def _demo(args: argparse.Namespace) -> int:
     proba = clf.predict_proba(texts)
     elapsed = time.perf_counter() - started
     _print_report(y, clf.classes_[proba.argmax(axis=1)], proba, clf.classes_)
-    print(
-        f"{len(texts) / elapsed:.1f} texts/s on predict_proba "
-        f"(engine start and fit: {started - start:.1f} s)"
-    )
+    print(f"{len(texts) / elapsed:.1f} texts/s on predict_proba (engine start and fit: {started - start:.1f} s)")
     return 0
 
 
@@ -83,204 +97,260 @@ def _print_report(gold: Any, pred: Any, proba: Any, classes: Any, labels: Sequen
     print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, proba, labels=classes):.3f}")
 
 
-# --------------------------------------------------------- classifying
+# ------------------------------------------------------- what is read
 
 
-def _prompt_inputs(frame: Any, args: argparse.Namespace) -> Any:
-    """The estimator's X: a DataFrame with one column per prompt field. ``{text}``
-    is filled from ``--text-column``; any other field from the column of that name."""
-    import pandas as pd
-
-    from .reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, PromptTemplate
+def _fields(args: argparse.Namespace) -> dict[str, str]:
+    """The prompt's fields that the input fills, each with its column:
+    ``{text}`` from ``--text-column``, any other field from the column of its
+    name (``{labels}`` and ``{options}`` are filled by the package)."""
+    from .reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
 
     try:
         template = PromptTemplate.parse(DEFAULT_PROMPT if args.prompt is None else args.prompt)
     except ValueError as exc:
         raise UsageError(f"--prompt: {exc}") from None
-    fields = [f for f in template.fields if f != LABELS_FIELD]
-    columns = {}
-    for field in fields:
-        column = args.text_column if field == "text" else field
+    return {
+        f: args.text_column if f == "text" else f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)
+    }
+
+
+def _cells(frame: Any, fields: dict[str, str], path: str) -> list[tuple[str, str]]:
+    """The columns whose cells every classified row needs, with what each
+    holds ("text", "{title}"); raises UsageError for a column ``frame`` lacks."""
+    cells = []
+    for field, column in fields.items():
         if field != "text":
-            require_column(frame, column, args.input, f"the prompt's {{{field}}} field")
-        columns[field] = as_strings(frame, column, args.input, "text" if field == "text" else f"{{{field}}}")
-    return pd.DataFrame(columns)
+            require_column(frame, column, path, f"the prompt's {{{field}}} field")
+        cells.append((column, "text" if field == "text" else f"{{{field}}}"))
+    return cells
 
 
-def _classify_frame(frame: Any, labels: list[str], args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """Fits a zero-shot classifier on ``labels`` and classifies every row.
+def _prompt_inputs(frame: Any, cells: list[tuple[str, str]], fields: dict[str, str], path: str) -> Any:
+    """The estimator's X: a DataFrame with one column per prompt field, as strings."""
+    import pandas as pd
 
-    Zero-shot needs no labelled data: ``fit`` gets no ``y``, the classes come
-    from ``labels`` (each class spoken as itself; ``classes_`` is them sorted),
-    and the first ``len(labels)`` rows of X serve only as sample texts for the
-    label-token check. Nothing is learned from them.
+    what = dict(cells)
+    return pd.DataFrame({f: as_strings(frame, c, path, what[c]).tolist() for f, c in fields.items()})
 
-    Returns (proba with columns in ``labels`` order, predicted classes, classifier).
-    """
-    from .classifier import LLMLabelClassifier
-    from .engines import get_engine
-    from .exceptions import LowLabelMassWarning
 
-    X = _prompt_inputs(frame, args)
-    clf = LLMLabelClassifier(
-        model=args.model,
-        prompt=args.prompt,
-        instructions=args.instructions,
-        chat=args.chat,
-        batch_size=args.batch_size,
-        progress=not args.no_progress,
-        low_mass=args.low_mass,
-        labels={label: label for label in labels},
-    )
-    print(f"Classifying {len(X)} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)
-    try:
-        get_engine(args.model)
-    except Exception as exc:
-        raise EngineFailure(f"cannot start the engine for model {args.model!r}: {type(exc).__name__}: {exc}") from exc
+@dataclass(frozen=True)
+class _Train:
+    """The labelled rows of ``--train``: the estimator's X and y."""
+
+    X: Any
+    y: Any
+    path: str
+
+
+def _read_train(args: argparse.Namespace, fields: dict[str, str]) -> _Train | None:
+    """``--train FILE`` read with IN's columns and options; every row must be good."""
+    if args.train is None:
+        return None
+    frame = read_table(args.train, [args.text_column, args.label_column], sep=args.sep).frame
+    require_column(frame, args.text_column, args.train, "--text-column")
+    require_column(frame, args.label_column, args.train, "--label-column")
+    cells = [*_cells(frame, fields, args.train), (args.label_column, "label")]
+    check_cells(frame, cells, args.train)
+    X = _prompt_inputs(frame, cells, fields, args.train)
+    y = as_strings(frame, args.label_column, args.train, "label").to_numpy(dtype=object)
+    return _Train(X, y, args.train)
+
+
+def _check_train_classes(labels: list[str], train: _Train, args: argparse.Namespace) -> None:
+    """The classes come from ``--train``'s labels: they must be ``labels``, each one present."""
+    present = set(train.y.tolist())
+    unknown = sorted(present - set(labels))
+    if unknown:
+        raise UsageError(
+            f"{train.path}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
+            f"that are not in --labels {args.labels!r}"
+        )
+    missing = [label for label in labels if label not in present]
+    if missing:
+        raise UsageError(
+            f"--train {train.path} has no rows of class(es) {', '.join(map(repr, missing))}: the classifier "
+            "takes its classes from --train; add rows of every class, or leave these out of --labels"
+        )
+
+
+def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+    """The checks made before any table is read: the engine options, the
+    options that need ``--train``, and the outputs. Returns the engine options
+    and where skipped rows go."""
+    options = engine_options(args)
+    needs = needs_labels(args)
+    if needs and args.train is None:
+        also = "; evaluate scores IN's labels, it never learns from them" if args.command == "evaluate" else ""
+        raise UsageError(
+            f"{' and '.join(needs)} learn{'s' if len(needs) == 1 else ''} from labelled rows: pass --train FILE "
+            f"with columns {args.text_column!r} and {args.label_column!r}{also}"
+        )
+    check_output(args.output, args.sep)
+    return options, skipped_target(args)
+
+
+# --------------------------------------------------------- classifying
+
+
+def _step(call: Callable[[], Any], args: argparse.Namespace, where: str, rows: Sequence[int] | None) -> Any:
+    """Runs one fit or predict call of the estimator: a ValueError is a usage
+    error and any other failure the engine's, their messages and our warnings
+    (low label mass, truncation; said on stderr) in option syntax naming rows
+    of ``where`` (``rows[k]`` is the row of X item k). Other warnings go back
+    to the warning filters."""
+    from .exceptions import LowLabelMassWarning, TruncationWarning
+
+    error: Exception | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            clf.fit(X.iloc[: len(labels)].reset_index(drop=True))
+            result = call()
         except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        try:
-            proba = clf.predict_proba(X)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+            error = UsageError(cli_hint(str(exc), where=where, rows=rows))
         except Exception as exc:
-            raise EngineFailure(f"the engine failed: {type(exc).__name__}: {exc}") from exc
-    for w in caught:  # ours said plainly on stderr; anything else goes back to the warning filters
-        if issubclass(w.category, LowLabelMassWarning):
-            print(f"llm-label-clf {args.command}: warning: {w.message}", file=sys.stderr)
+            message = cli_hint(str(exc), where=where, rows=rows)
+            error = EngineFailure(f"the engine failed: {type(exc).__name__}: {message}")
+            error.__cause__ = exc
+    for w in caught:
+        if issubclass(w.category, (LowLabelMassWarning, TruncationWarning)):
+            print(
+                f"llm-label-clf {args.command}: warning: {cli_hint(str(w.message), where=where, rows=rows)}",
+                file=sys.stderr,
+            )
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if error is not None:
+        raise error
+    return result
+
+
+def _classify_rows(
+    X: Any,
+    labels: list[str],
+    args: argparse.Namespace,
+    options: dict[str, Any] | None,
+    train: _Train | None,
+    rows: Sequence[int],
+) -> tuple[Any, Any, Any]:
+    """Fits the classifier and classifies every row of ``X`` (input rows ``rows``).
+
+    Without ``--train`` it is zero-shot: ``fit`` gets no ``y``, the classes
+    come from ``labels`` (each class spoken as itself; ``classes_`` is them
+    sorted), and the first ``len(labels)`` rows of X serve only as sample
+    texts for the label-token check (and batch calibration's small-call
+    fallback). With ``--train`` it fits on those labelled rows.
+
+    Returns (proba with columns in ``labels`` order, predicted classes, ``classes_``).
+    """
+    from .classifier import LLMLabelClassifier
+    from .engines import get_engine
+
+    clf = LLMLabelClassifier(**estimator_params(args, options), labels={label: label for label in labels})
+    print(f"Classifying {len(X)} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)
+    try:
+        get_engine(args.model, options)
+    except Exception as exc:
+        given = f" with engine options {options}" if options else ""
+        message = f"cannot start the engine for model {args.model!r}{given}: {type(exc).__name__}: {exc}"
+        raise EngineFailure(engine_hint(message, list(OPTION_OF.values()))) from exc
+    source = "stdin" if args.input == "-" else args.input
+    if train is None:
+        _step(lambda: clf.fit(X.iloc[: len(labels)].reset_index(drop=True)), args, source, rows)
+    else:
+        _step(lambda: clf.fit(train.X, train.y), args, train.path, None)
+    proba = _step(lambda: clf.predict_proba(X), args, source, rows)
     classes = clf.classes_.tolist()
     predicted = clf.classes_[proba.argmax(axis=1)]
     order = [classes.index(label) for label in labels]
-    return proba[:, order], predicted, clf
+    return proba[:, order], predicted, clf.classes_
 
 
-def _with_predictions(frame: Any, labels: list[str], proba: Any, predicted: Any, command: str) -> Any:
-    out = frame.copy()
-    new = [f"proba_{label}" for label in labels] + ["predicted"]
-    clash = [c for c in new if c in out.columns]
-    if clash:
-        print(f"llm-label-clf {command}: note: replacing the input's column(s) {', '.join(clash)}", file=sys.stderr)
-        out = out.drop(columns=clash)
-    for k, column in enumerate(new[:-1]):
-        out[column] = proba[:, k]
-    out["predicted"] = predicted
-    return out
+def _write_output(out: Any, args: argparse.Namespace) -> None:
+    write_table(out, args.output, sep=args.sep)
+    if args.output not in (None, "-"):
+        print(f"Wrote {len(out)} rows to {args.output}", file=sys.stderr)
 
 
 def _classify(args: argparse.Namespace) -> int:
-    labels = parse_labels(args.labels)
-    check_output(args.output)
-    frame = read_table(args.input, [args.text_column])
-    require_column(frame, args.text_column, args.input, "--text-column")
-    proba, predicted, _ = _classify_frame(frame, labels, args)
-    write_table(_with_predictions(frame, labels, proba, predicted, "classify"), args.output)
-    if args.output not in (None, "-"):
-        print(f"Wrote {len(frame)} rows to {args.output}", file=sys.stderr)
+    given = parse_labels(args.labels) if args.labels is not None else None
+    if given is None and args.train is None:
+        raise UsageError("name the classes with --labels a,b,c (or give --train FILE, whose labels name them)")
+    options, skipped = _prepare(args)
+    table = read_table(args.input, [args.text_column], sep=args.sep)
+    require_column(table.frame, args.text_column, args.input, "--text-column")
+    fields = _fields(args)
+    cells = _cells(table.frame, fields, args.input)
+    train = _read_train(args, fields)
+    labels = given if given is not None else sorted(set(train.y.tolist()))
+    if train is not None:
+        if len(labels) < 2:
+            raise UsageError(
+                f"{train.path}: column {args.label_column!r} has one class ({labels[0]!r}); a "
+                "classifier needs at least two"
+            )
+        _check_train_classes(labels, train, args)
+    rows = good_rows(table.frame, cells, args)
+    X = _prompt_inputs(table.frame.iloc[rows.used], cells, fields, args.input)
+    announce_bad_rows(table, rows, args, skipped)
+    proba, predicted, _ = _classify_rows(X, labels, args, options, train, rows.used)
+    _write_output(with_predictions(table.frame, labels, proba, predicted, rows, "classify"), args)
     return EXIT_OK
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    labels = parse_labels(args.labels) if args.labels is not None else None
-    check_output(args.output)
-    frame = read_table(args.input, [args.text_column, args.label_column])
+    given = parse_labels(args.labels) if args.labels is not None else None
+    options, skipped = _prepare(args)
+    table = read_table(args.input, [args.text_column, args.label_column], sep=args.sep)
+    frame = table.frame
     require_column(frame, args.text_column, args.input, "--text-column")
     require_column(frame, args.label_column, args.input, "--label-column")
-    gold = as_strings(frame, args.label_column, args.input, "label").to_numpy(dtype=object)
-    if labels is None:
-        labels = sorted(set(gold))
+    fields = _fields(args)
+    cells = [*_cells(frame, fields, args.input), (args.label_column, "label")]
+    train = _read_train(args, fields)
+    rows = good_rows(frame, cells, args)
+    used = frame.iloc[rows.used]
+    gold = as_strings(used, args.label_column, args.input, "label").to_numpy(dtype=object)
+    if given is None:
+        labels = sorted(set(gold.tolist()) | (set(train.y.tolist()) if train is not None else set()))
         if len(labels) < 2:
             raise UsageError(
                 f"{args.input}: column {args.label_column!r} has one class ({labels[0]!r}); "
                 "pass every class with --labels a,b,c"
             )
     else:
+        labels = given
         unknown = sorted(set(gold) - set(labels))
         if unknown:
             raise UsageError(
                 f"{args.input}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
                 f"that are not in --labels {args.labels!r}"
             )
-    proba, predicted, clf = _classify_frame(frame, labels, args)
-    # log_loss reads y_pred's columns in sorted-label order, which clf.classes_ is
-    sorted_proba = proba[:, [labels.index(c) for c in clf.classes_.tolist()]]
-    _print_report(gold, np.asarray(predicted, dtype=object), sorted_proba, clf.classes_, labels)
+    if train is not None:
+        _check_train_classes(labels, train, args)
+    X = _prompt_inputs(used, cells, fields, args.input)
+    announce_bad_rows(table, rows, args, skipped)
+    proba, predicted, classes = _classify_rows(X, labels, args, options, train, rows.used)
+    if rows.bad:
+        print(f"llm-label-clf evaluate: the report leaves out the {len(rows.bad)} bad row(s)", file=sys.stderr)
+    # log_loss reads y_pred's columns in sorted-label order, which classes_ is
+    sorted_proba = proba[:, [labels.index(c) for c in classes.tolist()]]
+    _print_report(gold, np.asarray(predicted, dtype=object), sorted_proba, classes, labels)
     if args.output is not None:
-        write_table(_with_predictions(frame, labels, proba, predicted, "evaluate"), args.output)
-        if args.output != "-":
-            print(f"Wrote {len(frame)} rows to {args.output}", file=sys.stderr)
+        _write_output(with_predictions(frame, labels, proba, predicted, rows, "evaluate"), args)
     return EXIT_OK
 
 
 # ------------------------------------------------------------ parser
 
 
-def _unescape(value: str) -> str:
-    r"""Lets ``--prompt 'Review: {text}\nSentiment:'`` mean a line break, as
-    shells pass backslash-n through as two characters: ``\n`` is a newline,
-    ``\t`` a tab and ``\\`` one backslash; any other backslash stays."""
-    import re
-
-    return re.sub(r"\\([nt\\])", lambda m: {"n": "\n", "t": "\t", "\\": "\\"}[m.group(1)], value)
-
-
-def _chat(value: str) -> bool | str:
-    choices = {"false": False, "no": False, "true": True, "yes": True, "auto": "auto"}
-    if value.lower() not in choices:
-        raise argparse.ArgumentTypeError(f"{value!r}: use true, false or auto")
-    return choices[value.lower()]
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
-    return number
-
-
-def _add_model_options(command: argparse.ArgumentParser) -> None:
-    from .reading.prompts import DEFAULT_PROMPT
-
-    command.add_argument("input", metavar="IN", help=f"the table to classify ({KNOWN_FORMATS}; '-': CSV on stdin)")
-    command.add_argument("--text-column", default="text", help="the column with the texts (default: text)")
-    command.add_argument("--model", default="smollm2-135m-instruct", help="built-in name, local folder or hub id")
-    command.add_argument(
-        "--prompt",
-        default=None,
-        type=_unescape,
-        help=f"template: {{text}} is the text column, {{labels}} the labels listed, any other "
-        f"{{field}} the column of that name; \\n is a line break (default: {DEFAULT_PROMPT!r})",
-    )
-    command.add_argument("--instructions", default=None, type=_unescape, help="a line put before the prompt")
-    command.add_argument("--chat", type=_chat, default=False, help="true, false or auto: use the chat template")
-    command.add_argument("--batch-size", type=_positive_int, default=512, help="texts per engine call (default 512)")
-    command.add_argument(
-        "--low-mass",
-        choices=("warn", "raise", "ignore"),
-        default="warn",
-        help="when the labels' total probability for a text is below 1e-4 (default: warn)",
-    )
-    command.add_argument("--no-progress", action="store_true", help="no progress bar")
-    command.add_argument(
-        "-o", "--output", default=None, metavar="OUT",
-        help=f"where to write the rows with probabilities ({KNOWN_FORMATS}; format by extension)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llm-label-clf",
-        description="Any causal LLM served by vLLM as a zero-shot text classifier.",
+        description="Any causal LLM served by vLLM as a text classifier: zero-shot, or few-shot and "
+        "calibrated from labelled rows.",
         epilog="Exit status: 0 ok, 2 usage or input error, 1 engine failure.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -288,11 +358,20 @@ def build_parser() -> argparse.ArgumentParser:
     classify = commands.add_parser(
         "classify",
         help="add each class's probability and the predicted class to a table",
-        description="Reads IN and writes its rows plus one proba_<label> column per label and a "
-        "predicted column (to OUT, or as CSV on stdout).",
+        description="Reads IN and writes its rows, in their order, plus one proba_<label> column per label "
+        "and a predicted column (to OUT, or as CSV on stdout).",
     )
-    _add_model_options(classify)
-    classify.add_argument("--labels", required=True, help="the classes, comma-separated: a,b,c")
+    add_table_options(classify, evaluate=False)
+    classes = classify.add_argument_group("classes")
+    classes.add_argument(
+        "--labels",
+        default=None,
+        help="the classes, comma-separated: a,b,c (required without --train; with it, default: "
+        "its label column's values, sorted)",
+    )
+    classes.add_argument(
+        "--label-column", default="label", help="the column of --train with the true labels (default: label)"
+    )
     classify.set_defaults(handler=_classify)
 
     evaluate = commands.add_parser(
@@ -300,10 +379,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="classify a labelled table and print a classification report",
         description="Classifies IN and prints scikit-learn's classification report, accuracy and log-loss.",
     )
-    _add_model_options(evaluate)
-    evaluate.add_argument("--label-column", default="label", help="the column with the true labels (default: label)")
-    evaluate.add_argument(
-        "--labels", default=None, help="the classes, comma-separated (default: the label column's values, sorted)"
+    add_table_options(evaluate, evaluate=True)
+    classes = evaluate.add_argument_group("classes")
+    classes.add_argument(
+        "--label-column", default="label", help="the column with the true labels, in IN and --train (default: label)"
+    )
+    classes.add_argument(
+        "--labels",
+        default=None,
+        help="the classes, comma-separated (default: the label column's values, sorted, with --train's)",
     )
     evaluate.set_defaults(handler=_evaluate)
 

@@ -6,7 +6,15 @@ from collections.abc import Sequence
 
 from sklearn.exceptions import NotFittedError
 
-__all__ = ["GenerationError", "LowLabelMassWarning", "NotFittedError", "TruncationWarning"]
+__all__ = [
+    "GenerationError",
+    "LabelWordsWarning",
+    "LowLabelMassWarning",
+    "ModelNotFoundError",
+    "ModelUnavailableError",
+    "NotFittedError",
+    "TruncationWarning",
+]
 
 
 class GenerationError(RuntimeError):
@@ -19,9 +27,28 @@ class GenerationError(RuntimeError):
         self.items: tuple[int, ...] = tuple(items)
 
 
+class LabelWordsWarning(UserWarning):
+    """The classes are numbers or booleans and no ``labels`` give them words:
+    the model is asked to write " 0" and " 1", which say nothing about what
+    the classes mean. Map them to words (``labels={0: "negative", 1:
+    "positive"}``), or set ``label_words="as_is"`` to keep them."""
+
+
 class LowLabelMassWarning(UserWarning):
     """The model put little probability on any label for some texts: its
     answer is probably not among the labels (reword the prompt or labels)."""
+
+
+class ModelNotFoundError(ValueError, FileNotFoundError):
+    """``model`` names a local path (a folder, a ``.gguf`` or ``.safetensors``
+    file) that does not exist. A ValueError, as for any bad parameter, and a
+    FileNotFoundError."""
+
+
+class ModelUnavailableError(OSError):
+    """``model`` is a Hugging Face hub id whose files are not in the local
+    cache and cannot be downloaded: the hub is unreachable, or offline mode
+    (``HF_HUB_OFFLINE``) forbids it."""
 
 
 class TruncationWarning(UserWarning):

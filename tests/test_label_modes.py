@@ -190,3 +190,34 @@ def test_more_label_tokens_than_one_request_allows(engine, sst2_all):
     parts = [np.array(read_label_logprobs(engine, prompts, ids[i : i + 100])) for i in (0, 100)]
     expected = softmax(np.concatenate(parts, axis=1), axis=1)
     np.testing.assert_allclose(clf.predict_proba(X[:3]), expected, atol=1e-9)
+
+
+def test_pruned_read_keeps_the_top_labels_exact(engine, datasets_dir):
+    """prune_margin reads only the label prefixes within the margin of the best
+    label: the predictions equal the exact read's, and so do the log-odds
+    between any two labels within the margin of the top one (both read to
+    their end); the rest are approximate but still a distribution."""
+    frame = pd.read_csv(datasets_dir / "banking77_test.csv").groupby("label").head(1)
+    X, y = frame["text"].tolist(), frame["label"].to_numpy()
+    params = {"prompt": "Query: {text}\nIntent:", "label_mode": "full_sequence", "low_mass": "ignore"}
+    exact = make_classifier(**params).fit(X, y)
+    texts = X[:4]
+    want = exact.predict_log_proba(texts)
+    margin = 3.0
+    pruned = make_classifier(prune_margin=margin, **params).fit(X, y)
+    assert pruned.plans_[0].prune_margin == margin and len(pruned.plans_[0].trie.reads) > 100
+    got = pruned.predict_log_proba(texts)
+    np.testing.assert_array_equal(pruned.predict(texts), exact.predict(texts))
+    np.testing.assert_allclose(np.exp(got).sum(axis=1), 1.0, atol=1e-9)
+    top = want.argmax(axis=1)
+    for i in range(len(texts)):
+        near = np.flatnonzero(want[i] >= want[i, top[i]] - margin)
+        assert len(near) >= 1
+        np.testing.assert_allclose(got[i, near] - got[i, top[i]], want[i, near] - want[i, top[i]], atol=1e-4)
+    assert np.abs(got - want).max() > 1e-3  # something was approximated: the read was pruned
+
+
+@pytest.mark.parametrize("margin", [-1.0, float("inf"), "3", True])
+def test_prune_margin_must_be_a_finite_number_of_nats(margin, agnews):
+    with pytest.raises(ValueError, match=r"prune_margin=.* must be None \(read every label prefix\)"):
+        make_classifier(prune_margin=margin).fit(*agnews)

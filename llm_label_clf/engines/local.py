@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..builtin_model import DEFAULT_MODEL, resolve_model
+from ..model_source import check_model_source
 from ._processes import own_process_group
 from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_environment, prepare_environment
 from .handle import Engine
@@ -77,7 +78,10 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
     """The shared engine for ``(model, engine_options)``, started on first use.
     ``engine_options`` are vLLM ``AsyncEngineArgs`` fields, passed through over
     our defaults (``engine_settings``); options that resolve to the same
-    settings share one engine."""
+    settings share one engine. A ``model`` that cannot be loaded (a missing
+    path, a hub id with no cached copy and no network) raises before vLLM is
+    imported (``model_source.check_model_source``)."""
+    check_model_source(model)
     options = dict(engine_options or {})
     settings = engine_settings(options)
     key = _spec_key(model, settings)

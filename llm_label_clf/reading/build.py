@@ -41,6 +41,7 @@ class ReadingSettings:
     random_state: Any
     too_long: str
     owner: str = "LLMLabelClassifier"
+    prune_margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,9 @@ def build_reading(
     scored = [seq for group in per_class for seq in group]
     owner = tuple(k for k, group in enumerate(per_class) for _ in group)
     lengths = _length_divisors(settings.length_norm, scored, tokenizer)
-    plan = ReadingPlan(layout, LabelTrie.build(scored), owner, len(names), lengths)
+    trie = LabelTrie.build(scored)
+    margin = None if settings.prune_margin is None or len(trie.reads) == 1 else float(settings.prune_margin)
+    plan = ReadingPlan(layout, trie, owner, len(names), lengths, margin)
     return OutputReading(plan, verbalizers, sequences, token_ids, mode, options, rows, prefix)
 
 

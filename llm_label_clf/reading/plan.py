@@ -21,6 +21,7 @@ from scipy.special import logsumexp
 
 from .batches import read_sequence_logprobs
 from .label_trie import LabelTrie
+from .pruned import read_sequence_logprobs_pruned
 from .render import Encoded, PromptLayout
 
 __all__ = ["ClassReads", "ReadingPlan", "concat_reads"]
@@ -68,13 +69,15 @@ class ReadingPlan:
     token sequences scored after it (each class's first tokens in first-token
     mode, its whole labels otherwise) and the reads that score them;
     ``owner[s]`` is the class of sequence ``s``; ``lengths[s]`` its length
-    divisor under ``length_norm`` (None: no normalisation)."""
+    divisor under ``length_norm`` (None: no normalisation); ``prune_margin``
+    the pruned read's margin in nats (None: every prefix is read, exactly)."""
 
     layout: PromptLayout
     trie: LabelTrie
     owner: tuple[int, ...]
     n_classes: int
     lengths: tuple[float, ...] | None = None
+    prune_margin: float | None = None
 
     @property
     def output_sizes(self) -> list[int]:
@@ -101,7 +104,13 @@ class ReadingPlan:
         """Reads ``prompts`` (token ids) on ``engine``: one ``ClassReads`` (this
         plan answers one output). ``offset`` is the index of ``prompts[0]`` in
         the caller's input, so errors name the caller's items."""
-        scores = await read_sequence_logprobs(engine, prompts, self.trie, offset=offset)
+        if self.prune_margin is None:
+            scores = await read_sequence_logprobs(engine, prompts, self.trie, offset=offset)
+        else:
+            pruned = await read_sequence_logprobs_pruned(
+                engine, prompts, self.trie, self.prune_margin, lengths=self.lengths, offset=offset
+            )
+            scores = pruned.scores
         class_lp = self.class_logprobs(scores.logprobs)
         scored = class_lp
         if self.lengths is not None and class_lp.shape[0]:
