@@ -116,7 +116,10 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
     batch_size : int, default=512
         Texts sent to the engine at once; bounds memory on long inputs.
     progress : bool, default=True
-        Show a progress bar when a prediction spans several batches.
+        Show a progress bar (texts done, and reads per text when labels need
+        several) when a call is expected to take more than a few seconds
+        (over 256 reads), in terminals and notebooks, sync and async alike;
+        False silences it.
     low_mass : {"warn", "raise", "ignore"}, default="warn"
         What to do when the labels' total probability for a text is below
         ``low_mass_threshold`` (the model wanted to answer something else).

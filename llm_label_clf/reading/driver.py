@@ -1,7 +1,10 @@
-"""The chunk driver: runs reading plans over records, ``batch_size`` records at
-a time, so memory stays bounded however long ``X`` is. Each chunk is encoded
-by every plan and read on the engine; a progress bar follows the chunks; one
-warning at the end names every truncated text.
+"""The chunk driver: runs reading plans over records a chunk at a time, so
+memory stays bounded however long ``X`` is. A chunk holds at most
+``batch_size`` records, fewer when the plans need many reads per text (about
+``CHUNK_READS`` reads a chunk, never under ``MIN_CHUNK_TEXTS`` texts), so that
+a progress bar follows the work however it is spread. Each chunk is encoded by
+every plan and read on the engine; the bar counts texts and says the reads per
+text; one warning at the end names every truncated text.
 
 Sync and async share one driver, written as a generator that yields each
 chunk's read (a coroutine) and is sent its result: ``read_plans`` submits
@@ -18,7 +21,16 @@ from ..engines.loop import run_on_loop, run_sync
 from .plan import ClassReads, concat_reads
 from .render import Encoded, warn_truncated
 
-__all__ = ["Plan", "aread_plans", "read_plans"]
+__all__ = [
+    "CHUNK_READS",
+    "MIN_CHUNK_TEXTS",
+    "PROGRESS_MIN_READS",
+    "Plan",
+    "aread_plans",
+    "chunk_size",
+    "read_plans",
+    "reads_per_text",
+]
 
 ChunkReads = list[list[ClassReads]]
 
@@ -38,11 +50,44 @@ class Plan(Protocol):
     async def read(self, engine: Engine, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]: ...
 
 
-def _progress_bar(total: int) -> Any:
-    """A tqdm bar (notebook widget where available), imported only when shown."""
+#: The reads a call must be expected to take before it shows a progress bar:
+#: 256 reads take a few seconds on a CPU (the built-in model reads 20-60
+#: single-read texts a second there, README), so quick calls stay silent and
+#: anything longer shows how far it is, whether that is many texts or a few
+#: texts with many reads each (50 Banking77 queries: 141 reads each, ~8 min).
+PROGRESS_MIN_READS = 256
+#: The reads a chunk aims at when the plans need several reads per text, so
+#: the bar moves at least every ~``CHUNK_READS`` reads (seconds to tens of
+#: seconds on a CPU) while one-read plans keep ``batch_size``-text batches.
+CHUNK_READS = 512
+#: The fewest texts a chunk holds (unless ``batch_size`` is smaller): enough to
+#: batch a trie's first read, which is one read per text.
+MIN_CHUNK_TEXTS = 8
+
+
+def reads_per_text(plan: Plan) -> int:
+    """The reads one text costs ``plan``: one per distinct label prefix of its
+    trie (``ReadingPlan``; a pruned read takes at most that many), else one (a
+    ``JointPlan`` answers every output in one read)."""
+    trie = getattr(plan, "trie", None)
+    return len(trie.reads) if trie is not None else 1
+
+
+def chunk_size(reads: int, batch_size: int) -> int:
+    """Texts per chunk for plans needing ``reads`` reads per text: about
+    ``CHUNK_READS`` reads, at least ``MIN_CHUNK_TEXTS`` texts, at most
+    ``batch_size``. It depends on the plans only, never on ``progress``, so a
+    bar never changes which texts share a batch."""
+    return min(batch_size, max(MIN_CHUNK_TEXTS, -(-CHUNK_READS // max(reads, 1))))
+
+
+def _progress_bar(total: int, reads: int, *, pruned: bool) -> Any:
+    """A tqdm bar over ``total`` texts (notebook widget where available) that
+    says the reads per text when there are several, imported only when shown."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="text")
+    postfix = None if reads <= 1 else f"{'up to ' if pruned else ''}{reads} reads/text"
+    return tqdm(total=total, unit="text", postfix=postfix)
 
 
 async def _read_chunk(
@@ -57,9 +102,16 @@ def _chunks(
     plans: Sequence[Plan], records: Sequence[Mapping[str, str]], engine: Engine, batch_size: int, progress: bool
 ) -> Generator[Coroutine[Any, Any, ChunkReads], ChunkReads, list[ClassReads]]:
     """Yields each chunk's read and is sent its result; returns every output's
-    reads (plans' outputs in order), stacked over the chunks."""
-    bounds = [(start, min(start + batch_size, len(records))) for start in range(0, len(records), batch_size)]
-    bar = _progress_bar(len(records)) if progress and len(bounds) > 1 else None
+    reads (plans' outputs in order), stacked over the chunks in input order.
+    A chunk's ``offset`` is the index of its first record in ``records``. The
+    bar is shown when ``progress`` and the expected reads (texts x reads per
+    text, summed over the plans) exceed ``PROGRESS_MIN_READS``."""
+    reads = sum(reads_per_text(plan) for plan in plans)
+    step = chunk_size(reads, batch_size)
+    bounds = [(start, min(start + step, len(records))) for start in range(0, len(records), step)]
+    pruned = any(getattr(plan, "prune_margin", None) is not None for plan in plans)
+    show = progress and len(records) * reads > PROGRESS_MIN_READS
+    bar = _progress_bar(len(records), reads, pruned=pruned) if show else None
     truncated: list[list[int]] = [[] for _ in plans]
     parts: list[ChunkReads] = []
     try:

@@ -1,0 +1,134 @@
+"""The CPU engine knobs, side by side in one run, each on a fresh engine: our
+defaults against one knob changed at a time (vLLM's own thread binding, its
+128-token KV blocks, a larger ``max_num_batched_tokens``), and the estimator's
+``batch_size`` on the default engine. Workloads: SST-2 zero-shot (one short
+read per text) and SST-2 with 4 few-shot examples per class (a long shared
+prefix that only the prefix cache makes cheap). The prefix cache is emptied
+before each timed pass; texts differ per pass.
+
+Run under each dtype a CPU kind would get (``--dtype float32`` is what a CPU
+without native bf16 runs): ``python bench/knobs.py [--dtype D] [--texts N] [--tag T]``;
+writes ``bench/results/knobs[-T].json`` and ``.md`` with the CPU, its
+capability and every engine setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PROMPT = "Review: {text}\nSentiment:"
+INSTRUCTIONS = "Classify the sentiment of each movie review."
+BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+
+#: name -> (engine options over the defaults, environment for the engine, estimator params)
+VARIANTS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
+    "defaults": ({}, {}, {}),
+    "batch_size=64": ({}, {}, {"batch_size": 64}),
+    "batch_size=2048": ({}, {}, {"batch_size": 2048}),
+    "vLLM's thread binding": ({}, {BIND_ENV: "auto"}, {}),
+    "block_size=128 (vLLM's)": ({"block_size": 128}, {}, {}),
+    "max_num_batched_tokens=16384": ({"max_num_batched_tokens": 16384}, {}, {}),
+}
+
+
+def _pass(clf: Any, texts: list[str], y: Any, tag: str) -> tuple[float, float]:
+    from bench.contenders import empty_prefix_cache
+
+    empty_prefix_cache(clf.engine_options)
+    batch = [f"({tag}) {t}" for t in texts]
+    began = time.perf_counter()
+    proba = clf.predict_proba(batch)
+    seconds = time.perf_counter() - began
+    return len(texts) / seconds, float((clf.classes_[proba.argmax(axis=1)] == y).mean())
+
+
+def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[list[str], Any],
+        passes: int) -> dict[str, Any]:
+    from llm_label_clf import LLMLabelClassifier, shutdown_engines
+
+    options, env, params = VARIANTS[name]
+    options = {**options, **({"dtype": dtype} if dtype else {})}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        began = time.perf_counter()
+        zero = LLMLabelClassifier(prompt=PROMPT, instructions=INSTRUCTIONS, progress=False,
+                                  engine_options=options or None, **params).fit(*train)
+        start_s = time.perf_counter() - began
+        few = LLMLabelClassifier(prompt=PROMPT, instructions=INSTRUCTIONS, progress=False, few_shot=4,
+                                 random_state=0, engine_options=options or None, **params).fit(*train)
+        out: dict[str, Any] = {"engine_options": options, "env": env, "params": params, "start_and_fit_s": start_s}
+        for label, clf in (("zero_shot", zero), ("few_shot_4", few)):
+            clf.predict_proba(test[0][:8])  # warm-up
+            rates = [_pass(clf, test[0], test[1], f"{label}{p}") for p in range(passes)]
+            out[label] = {"median_texts_per_s": statistics.median(r for r, _ in rates),
+                          "texts_per_s": [r for r, _ in rates], "accuracy": rates[0][1]}
+        out["settings"] = zero._engine().settings
+        return out
+    finally:
+        shutdown_engines()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice for this CPU)")
+    parser.add_argument("--texts", type=int, default=200)
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args()
+    import pandas as pd
+
+    from bench.report import machine
+
+    from llm_label_clf.testing import datasets_dir
+
+    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").sample(frac=1.0, random_state=0)
+    train = (frame["text"].tolist()[:64], frame["label"].to_numpy()[:64])
+    test = (frame["text"].tolist()[64 : 64 + args.texts], frame["label"].to_numpy()[64 : 64 + args.texts])
+    results = {}
+    for name in VARIANTS:
+        r = results[name] = run(name, args.dtype, train, test, args.passes)
+        print(f"{name}: zero-shot {r['zero_shot']['median_texts_per_s']:.1f} texts/s, few-shot "
+              f"{r['few_shot_4']['median_texts_per_s']:.1f} texts/s, start+fit {r['start_and_fit_s']:.1f} s",
+              flush=True)
+    base = results["defaults"]
+    doc = {"machine": machine(), "dtype_asked": args.dtype, "texts": args.texts, "results": results}
+    m = doc["machine"]
+    lines = [
+        f"# CPU knobs on {m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), engine dtype "
+        f"{base['settings'].get('dtype')}, {args.texts} SST-2 texts, median of {args.passes} cold passes",
+        "",
+        "| variant | zero-shot texts/s | vs defaults | few-shot (4/class) texts/s | vs defaults | start + fit (s) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in results.items():
+        z, f = r["zero_shot"]["median_texts_per_s"], r["few_shot_4"]["median_texts_per_s"]
+        lines.append(
+            f"| {name} | {z:.1f} | {z / base['zero_shot']['median_texts_per_s']:.2f} | {f:.1f} | "
+            f"{f / base['few_shot_4']['median_texts_per_s']:.2f} | {r['start_and_fit_s']:.1f} |"
+        )
+    lines += ["", f"Default settings: `{json.dumps(base['settings'], sort_keys=True)}`"]
+    suffix = f"-{args.tag}" if args.tag else ""
+    out = ROOT / "bench" / "results"
+    (out / f"knobs{suffix}.json").write_text(json.dumps(doc, indent=1, default=str))
+    (out / f"knobs{suffix}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Which engine a process reads with when scikit-learn runs it as a worker.
+
+``cross_val_score(..., n_jobs=2)`` and the ``*SearchCV`` estimators hand
+fits to joblib, whose default backend (loky) runs them in worker processes.
+Each worker starting its own vLLM engine multiplies memory on CPU and fails
+on a GPU (the first engine takes 90% of its memory), and an engine started
+in a loky worker did not start at all: vLLM's spawned engine process was told
+to use the worker's start method, ``'loky'``, which only loky knows.
+
+So by default a worker process (any ``multiprocessing`` child, loky's
+included: ``multiprocessing.parent_process()`` is set there) starts no
+engine: it reads through the machine's shared server for its (model,
+settings) (``shared``), which the first worker starts. Environment
+variables change that:
+
+- ``LLM_LABEL_CLF_WORKER_ENGINE=own``: each worker starts its own embedded
+  engine (fast to reach, but one model load per worker); engine processes
+  are then spawned with a start method they know (``spawnable_start_method``);
+- ``LLM_LABEL_CLF_SHARED_ENGINE=1``: this process reads through the shared
+  server too, worker or not (several notebooks sharing one model load).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = [
+    "SHARED_ENGINE_ENV",
+    "WORKER_ENGINE_ENV",
+    "in_worker_process",
+    "spawnable_start_method",
+    "uses_shared_engine",
+]
+
+#: ``shared`` (the default): worker processes read through the shared server;
+#: ``own``: each worker starts its own embedded engine.
+WORKER_ENGINE_ENV = "LLM_LABEL_CLF_WORKER_ENGINE"
+WORKER_ENGINE_MODES = ("own", "shared")
+#: ``1``: this process reads through the shared server, worker or not.
+SHARED_ENGINE_ENV = "LLM_LABEL_CLF_SHARED_ENGINE"
+#: Start methods every fresh interpreter knows (loky's ``'loky'`` is not one).
+_STANDARD_START_METHODS = ("fork", "forkserver", "spawn")
+
+
+def in_worker_process() -> bool:
+    """True in a process started by ``multiprocessing`` or loky (joblib's
+    worker processes, a ``multiprocessing.Pool``'s)."""
+    return multiprocessing.parent_process() is not None
+
+
+def worker_engine_mode() -> str:
+    """``LLM_LABEL_CLF_WORKER_ENGINE``: ``shared`` (the default) or ``own``;
+    raises ValueError naming the variable for any other value."""
+    mode = os.environ.get(WORKER_ENGINE_ENV, "").strip().lower() or "shared"
+    if mode not in WORKER_ENGINE_MODES:
+        raise ValueError(f"{WORKER_ENGINE_ENV}={mode!r}: expected one of {list(WORKER_ENGINE_MODES)}")
+    return mode
+
+
+def uses_shared_engine() -> bool:
+    """Whether this process reads through the shared server instead of
+    starting an embedded engine: a worker process unless
+    ``LLM_LABEL_CLF_WORKER_ENGINE=own``, or any process that sets
+    ``LLM_LABEL_CLF_SHARED_ENGINE=1``."""
+    if os.environ.get(SHARED_ENGINE_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    return in_worker_process() and worker_engine_mode() == "shared"
+
+
+@contextmanager
+def spawnable_start_method() -> Iterator[None]:
+    """While active, ``multiprocessing``'s default start method is one a fresh
+    interpreter knows. A spawned process re-applies its parent's default
+    method first thing; in a loky worker that is ``'loky'``, unknown there
+    ("cannot find context for 'loky'"), so vLLM's engine process died at
+    birth. Elsewhere a no-op."""
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None or method in _STANDARD_START_METHODS:
+        yield
+        return
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(method, force=True)
