@@ -144,7 +144,7 @@ def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
     paths = label_paths(tok, task)
     trie = label_trie(paths)
     params = {
-        prefix: SamplingParams(max_tokens=1, temperature=0, logprobs=len(ids), logprob_token_ids=ids,
+        prefix: SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=ids,
                                detokenize=False)
         for prefix, ids in trie.items()
     }

@@ -85,7 +85,7 @@ def ours(n_texts: int, n_sst2: int) -> dict[str, Any]:
     exact_proba = None
     for margin in (None, *MARGINS):
         clf = LLMLabelClassifier(prompt=PROMPT, labels=task.labels, prune_margin=margin, progress=False,
-                                 low_mass="ignore").fit(task.texts, task.y)
+                                 low_mass="ignore").fit(task.texts)
         clf.predict_proba(task.texts[:2])  # warm-up of this reading
         proba, seconds = _timed(lambda c=clf: c.predict_proba(task.texts), empty_prefix_cache)
         row = {

@@ -78,6 +78,16 @@ def _probability(value: str) -> float:
     return number
 
 
+def _nats(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of nats >= 0")
+    return number
+
+
 def _separator(value: str) -> str:
     sep = "\t" if value.lower() == "tab" else unescape(value)
     if len(sep) != 1 or sep in '"\r\n':
@@ -161,6 +171,7 @@ def estimator_params(args: argparse.Namespace, options: dict[str, Any] | None) -
         "chat": args.chat,
         "label_mode": args.label_mode,
         "length_norm": _none(args.length_norm),
+        "prune_margin": args.prune_margin,
         "few_shot": args.few_shot,
         "calibration": _none(args.calibration),
         "random_state": args.random_state,
@@ -282,6 +293,14 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
         default=_label(default["length_norm"]),
         help="divide each label's logprob by its length in tokens or characters "
         f"(default: {_label(default['length_norm'])})",
+    )
+    prompt.add_argument(
+        "--prune-margin",
+        type=_nats,
+        default=default["prune_margin"],
+        metavar="NATS",
+        help="many multi-token labels: read only the label prefixes within NATS of the best label "
+        "(predictions exact, small probabilities approximate); default: read every prefix",
     )
     prompt.add_argument(
         "--too-long",

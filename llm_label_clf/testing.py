@@ -146,7 +146,7 @@ def vllm_server(
     prepare_environment()  # the embedded engine's thread binding, so the two compare fairly
     settings = engine_settings()
     same_as_embedded = [
-        arg for name in ("dtype", "block_size") if name in settings
+        arg for name in ("dtype", "block_size", "gpu_memory_utilization") if name in settings
         for arg in (f"--{name.replace('_', '-')}", str(settings[name]))
     ]
     env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
