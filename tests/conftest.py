@@ -16,6 +16,10 @@ import pytest
 #: float32, which is exact and deterministic there. Set it before any engine
 #: starts; subprocesses (CLI, notebook kernel, workers, servers) inherit it.
 os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")
+#: On a GPU each engine would take vLLM's default 90% of its memory and the
+#: session's second engine (other options, a server) would not start: a share
+#: that leaves room for several small-model engines. CPUs ignore it.
+os.environ.setdefault("LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION", "0.15")
 
 from helpers import HFModel
 

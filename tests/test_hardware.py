@@ -56,6 +56,9 @@ def test_gpus_keep_vllms_defaults_but_the_environments_dtype(no_overrides, monke
     monkeypatch.setenv(DTYPE_ENV, "float32")
     assert engine_settings({}) == {"dtype": "float32"}
     assert engine_settings({"dtype": "bfloat16", "enforce_eager": True}) == {"dtype": "bfloat16", "enforce_eager": True}
+    monkeypatch.setenv(local.GPU_MEMORY_ENV, "0.2")
+    assert engine_settings({})["gpu_memory_utilization"] == 0.2
+    assert engine_settings({"gpu_memory_utilization": 0.5})["gpu_memory_utilization"] == 0.5
 
 
 def test_this_machine_is_read_and_the_engines_settings_reported(engine):

@@ -13,6 +13,13 @@ An ``Engine`` (``handle``) is what the reading code holds: a client with vLLM's
   plumbing (``_transport``, ``_http``), configured by ``RemoteOptions``
   (``options``), validated once.
 
+A third way in stands for the embedded engine where loading the model again
+would not do: joblib's worker processes (``n_jobs`` with its process
+backend; ``workers`` decides) read through ``shared``, one vLLM server per
+machine and (model, engine settings) on loopback, started by the first
+worker (``_shared_server``), found through a per-user registry, and retiring
+by itself when idle or when the processes it serves have exited.
+
 ``select.engine_for`` picks one for an estimator's (model, base_url,
 engine_options). Both registries live on the library's event loop (``loop``),
 which also owns shutdown: at exit remote clients close, then local engines

@@ -28,6 +28,7 @@ from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_envi
 from .handle import Engine
 from .hardware import DTYPE_ENV, choose_cpu_dtype, cpu_info
 from .loop import ORDER_LOCAL, on_exit, rearm_exit_handler, run_sync
+from .workers import run_before_children_are_joined, spawnable_start_method
 
 __all__ = [
     "CPU_BLOCK_SIZE",
@@ -36,6 +37,7 @@ __all__ = [
     "engine_count",
     "engine_info",
     "engine_settings",
+    "find_engine",
     "get_engine",
     "prepare_environment",
     "shutdown_engine",
@@ -49,6 +51,10 @@ logger = logging.getLogger(__name__)
 CPU_KV_CACHE_BYTES = 1 << 30
 #: KV block size on CPU: the prefix cache reuses whole blocks only.
 CPU_BLOCK_SIZE = 32
+#: The share of GPU memory each embedded GPU engine takes, where set (vLLM's
+#: default, 0.9, leaves no room for a second engine in the process: the test
+#: suite and a notebook comparing engine options start several).
+GPU_MEMORY_ENV = "LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION"
 
 _registry: dict[str, Engine] = {}
 _registry_lock = threading.Lock()
@@ -97,6 +103,15 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
         return engine
 
 
+def find_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine | None:
+    """The live engine this process has started for ``(model,
+    engine_options)``, or None; starts nothing."""
+    key = _spec_key(model, engine_settings(engine_options))
+    with _registry_lock:
+        engine = _registry.get(key)
+    return None if engine is None or engine.dead else engine
+
+
 def _platform() -> Any:
     prepare_environment()
     with warnings.catch_warnings():
@@ -110,7 +125,8 @@ def engine_settings(engine_options: Mapping[str, Any] | None = None) -> dict[str
     """The vLLM engine arguments an embedded engine starts with: on CPU, our
     defaults (``cpu_defaults``, and the dtype ``choose_cpu_dtype`` picks for
     this CPU), then ``engine_options`` over them. GPUs keep vLLM's defaults,
-    except that a dtype set in ``LLM_LABEL_CLF_DTYPE`` applies there too."""
+    except that a dtype set in ``LLM_LABEL_CLF_DTYPE`` and a memory share set
+    in ``LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION`` apply there."""
     settings: dict[str, Any] = {}
     user_dtype = "dtype" in (engine_options or {})
     if _platform().is_cpu():
@@ -120,8 +136,11 @@ def engine_settings(engine_options: Mapping[str, Any] | None = None) -> dict[str
             if dtype != "auto":
                 settings["dtype"] = dtype
             _log_dtype_choice(dtype, why)
-    elif not user_dtype and os.environ.get(DTYPE_ENV, "auto") != "auto":
-        settings["dtype"] = os.environ[DTYPE_ENV]
+    else:
+        if not user_dtype and os.environ.get(DTYPE_ENV, "auto") != "auto":
+            settings["dtype"] = os.environ[DTYPE_ENV]
+        if os.environ.get(GPU_MEMORY_ENV):
+            settings["gpu_memory_utilization"] = float(os.environ[GPU_MEMORY_ENV])
     settings.update(engine_options or {})
     return settings
 
@@ -168,7 +187,9 @@ def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any])
         began = time.monotonic()
         try:
             # own process group: a Ctrl-C in the caller's group must not stop the engine
-            with own_process_group(), engine_process_environment():
+            # spawnable_start_method: in a loky worker, vLLM's engine process is
+            # otherwise told to use loky's start method, unknown to it
+            with own_process_group(), spawnable_start_method(), engine_process_environment():
                 client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         except Exception as exc:
             raise _start_failure(model, path, exc, time.monotonic() - began) from exc
@@ -191,6 +212,7 @@ def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any])
     engine = run_sync(create())
     # vLLM registered its exit hooks on import: ours must run before them.
     rearm_exit_handler()
+    run_before_children_are_joined(shutdown_engines)
     _starts += 1
     return engine
 
@@ -245,4 +267,21 @@ def shutdown_engines() -> None:
         shutdown_engine(engine)
 
 
+#: A forked child's copies of its parent's engines: kept referenced, never
+#: used (collecting one would shut down the parent's engine processes).
+_inherited: list[Engine] = []
+
+
+def _forget_engines_after_fork() -> None:
+    """A forked child (a ``multiprocessing`` fork pool's worker) sets aside
+    its parent's engines, which it cannot drive, and starts its own if needed."""
+    global _registry_lock, _starts
+    _inherited.extend(_registry.values())
+    _registry.clear()
+    _registry_lock = threading.Lock()
+    _starts = 0
+
+
 on_exit(shutdown_engines, order=ORDER_LOCAL)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_engines_after_fork)

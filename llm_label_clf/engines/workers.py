@@ -23,14 +23,16 @@ variables change that:
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = [
     "SHARED_ENGINE_ENV",
     "WORKER_ENGINE_ENV",
     "in_worker_process",
+    "run_before_children_are_joined",
     "spawnable_start_method",
     "uses_shared_engine",
 ]
@@ -43,6 +45,7 @@ WORKER_ENGINE_MODES = ("own", "shared")
 SHARED_ENGINE_ENV = "LLM_LABEL_CLF_SHARED_ENGINE"
 #: Start methods every fresh interpreter knows (loky's ``'loky'`` is not one).
 _STANDARD_START_METHODS = ("fork", "forkserver", "spawn")
+_before_join: set[Callable[[], None]] = set()
 
 
 def in_worker_process() -> bool:
@@ -64,10 +67,20 @@ def uses_shared_engine() -> bool:
     """Whether this process reads through the shared server instead of
     starting an embedded engine: a worker process unless
     ``LLM_LABEL_CLF_WORKER_ENGINE=own``, or any process that sets
-    ``LLM_LABEL_CLF_SHARED_ENGINE=1``."""
+    ``LLM_LABEL_CLF_SHARED_ENGINE=1``. Raises ValueError for another value of
+    the variable, and RuntimeError for ``own`` in a daemonic worker (a
+    ``multiprocessing.Pool``'s), which cannot start engine processes."""
     if os.environ.get(SHARED_ENGINE_ENV, "").strip().lower() in ("1", "true", "yes"):
         return True
-    return in_worker_process() and worker_engine_mode() == "shared"
+    if not in_worker_process() or worker_engine_mode() == "shared":
+        return in_worker_process()
+    if multiprocessing.current_process().daemon:
+        raise RuntimeError(
+            f"{WORKER_ENGINE_ENV}=own, but this worker process is daemonic (a multiprocessing.Pool's, "
+            "or joblib's 'multiprocessing' backend) and cannot start vLLM's engine processes: leave "
+            f"{WORKER_ENGINE_ENV} unset to read through the shared server, or use joblib's loky backend"
+        )
+    return False
 
 
 @contextmanager
@@ -86,3 +99,15 @@ def spawnable_start_method() -> Iterator[None]:
         yield
     finally:
         multiprocessing.set_start_method(method, force=True)
+
+
+def run_before_children_are_joined(hook: Callable[[], None]) -> None:
+    """In a worker process, runs ``hook`` when the worker exits, before
+    ``multiprocessing`` waits for the worker's own child processes. A worker
+    ends by joining its children before ``atexit`` runs, and vLLM's engine
+    process (a child) stops only when its engine is shut down: without this
+    the worker, and joblib waiting for it, hung at exit. Elsewhere a no-op
+    (``atexit`` already runs first)."""
+    if in_worker_process() and hook not in _before_join:
+        _before_join.add(hook)
+        multiprocessing.util.Finalize(None, hook, exitpriority=100)

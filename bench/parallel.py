@@ -1,0 +1,218 @@
+"""What ``n_jobs`` buys and costs: ``GridSearchCV`` over two prompts (3-fold,
+SST-2 dev texts) with ``n_jobs=None``, with ``n_jobs=2`` on joblib's default
+process backend (loky: the workers read through one shared server), on the
+threading backend (one engine in the process), and on loky with
+``LLM_LABEL_CLF_WORKER_ENGINE=own`` (an engine per worker).
+
+Each configuration runs in a fresh Python process: a cold fit (engine
+start-up included), a warm fit, then ``predict_proba`` of the refitted best
+estimator. Measured from outside: the model loads (vLLM ``EngineCore``
+processes seen) and the peak resident memory of every process involved (the
+process, its workers and engines, and the detached shared server with its
+engine), sampled every 0.25 s. Scores and probabilities are checked against
+``n_jobs=None``'s.
+
+Run: ``python bench/parallel.py [--texts 48]``; writes
+``bench/results/parallel.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PROMPTS = ["Review: {text}\nSentiment (positive or negative):", "Text: {text}\nSentiment:"]
+CONFIGS: dict[str, dict[str, Any]] = {
+    "n_jobs=None": {"n_jobs": None},
+    "n_jobs=2, loky (shared server)": {"n_jobs": 2, "backend": "loky"},
+    "n_jobs=2, threading": {"n_jobs": 2, "backend": "threading"},
+    "n_jobs=2, loky, an engine per worker": {
+        "n_jobs": 2,
+        "backend": "loky",
+        "env": {"LLM_LABEL_CLF_WORKER_ENGINE": "own"},
+    },
+}
+
+
+def child(config: dict[str, Any], texts: int) -> None:
+    """One configuration, in this (fresh) process; prints a JSON line."""
+    import joblib
+    import pandas as pd
+    from sklearn.model_selection import GridSearchCV
+
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.engines.local import engine_count
+    from llm_label_clf.testing import datasets_dir
+
+    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").head(texts)
+    X, y = frame["text"].tolist(), frame["label"].to_numpy()
+    clf = LLMLabelClassifier(prompt=PROMPTS[0], progress=False, low_mass="ignore")
+    times = []
+    with joblib.parallel_config(backend=config.get("backend", "loky")):
+        for _ in range(2):
+            search = GridSearchCV(clf, {"prompt": PROMPTS}, cv=3, n_jobs=config["n_jobs"], error_score="raise")
+            start = time.perf_counter()
+            search.fit(X, y)
+            times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        proba = search.predict_proba(X)
+        predict_s = time.perf_counter() - start
+        workers = {}
+        if config.get("backend") == "loky":
+            probe = joblib.delayed(lambda: (os.getpid(), engine_count()))
+            workers = dict(joblib.Parallel(n_jobs=2)(probe() for _ in range(4)))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "cold_fit_s": times[0],
+                "warm_fit_s": times[1],
+                "predict_s": predict_s,
+                "engines_here": engine_count(),
+                "engines_in_probed_workers": sum(workers.values()),
+                "best_params": search.best_params_,
+                "mean_test_score": search.cv_results_["mean_test_score"].tolist(),
+                "proba": proba.tolist(),
+            }
+        ),
+        flush=True,
+    )
+
+
+def _tree(process: Any) -> list[Any]:
+    import psutil
+
+    try:
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
+    """Runs one configuration in a fresh process with a registry of its own,
+    sampling memory and engine processes; stops any shared server after."""
+    import psutil
+
+    from llm_label_clf.engines.shared import SHARED_DIR_ENV, SHARED_IDLE_ENV, Registry, stop_shared_servers
+
+    registry_dir = Path(tempfile.mkdtemp(prefix="llc-parallel-"))
+    env = {**os.environ, **config.get("env", {}), SHARED_DIR_ENV: str(registry_dir), SHARED_IDLE_ENV: "60"}
+    cmd = [sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    root = psutil.Process(proc.pid)
+    peak = {"rss": 0}
+    engine_cores: set[int] = set()
+    servers: set[int] = set()
+    done = threading.Event()
+
+    def sample() -> None:
+        registry = Registry(registry_dir)
+        while not done.wait(0.25):
+            processes = _tree(root)
+            for entry in filter(None, map(registry.read, registry.names())):
+                servers.add(entry["pid"])
+            for pid in servers:
+                try:
+                    processes += _tree(psutil.Process(pid))
+                except psutil.Error:
+                    continue
+            total = 0
+            for p in {p.pid: p for p in processes}.values():
+                try:
+                    total += p.memory_info().rss
+                    if p.name().startswith("VLLM::EngineCor"):
+                        engine_cores.add(p.pid)
+                except psutil.Error:
+                    continue
+            peak["rss"] = max(peak["rss"], total)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate(timeout=1800)
+    wall_s = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    os.environ[SHARED_DIR_ENV] = str(registry_dir)
+    try:
+        stop_shared_servers()
+    finally:
+        del os.environ[SHARED_DIR_ENV]
+    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"{name} failed:\n{err[-3000:]}")
+    result = json.loads(line[7:])
+    result.update(
+        wall_s=wall_s,
+        peak_rss_gib=peak["rss"] / 2**30,
+        model_loads=len(engine_cores),
+        shared_servers=len(servers),
+        load_avg_1m=os.getloadavg()[0],
+    )
+    return result
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    import numpy as np
+
+    m = doc["machine"]
+    base = doc["results"].get("n_jobs=None") or next(iter(doc["results"].values()))
+    lines = [
+        f"GridSearchCV over 2 prompts, 3-fold, {doc['texts']} SST-2 dev texts, built-in model, "
+        f"{m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), each configuration in a fresh "
+        "process. Model loads: vLLM engine processes seen; peak RSS: every process involved (workers, "
+        "engines, the shared server), sampled every 0.25 s.",
+        "",
+        "| configuration | model loads | peak RSS (GiB) | cold fit s | warm fit s | process wall s "
+        "| same best prompt and accuracy | max abs diff proba |",
+        "|---|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for name, r in doc["results"].items():
+        same = r["best_params"] == base["best_params"] and r["mean_test_score"] == base["mean_test_score"]
+        diff = float(np.abs(np.array(r["proba"]) - np.array(base["proba"])).max())
+        lines.append(
+            f"| {name} | {r['model_loads']} | {r['peak_rss_gib']:.2f} | {r['cold_fit_s']:.1f} | "
+            f"{r['warm_fit_s']:.1f} | {r['wall_s']:.0f} | {'yes' if same else 'NO'} | {diff:.2g} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--texts", type=int, default=48)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="run only these configurations")
+    args = parser.parse_args()
+    os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
+    if args.child:
+        child(json.loads(args.child), args.texts)
+        return
+    from bench.report import machine
+
+    results = {}
+    for name in args.only or CONFIGS:
+        results[name] = run_config(name, CONFIGS[name], args.texts)
+        shown = {k: v for k, v in results[name].items() if k != "proba"}
+        print(name, json.dumps(shown), flush=True)
+    doc = {"machine": machine(), "texts": args.texts, "dtype": os.environ["LLM_LABEL_CLF_DTYPE"], "results": results}
+    text = markdown(doc)
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "parallel.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / "parallel.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

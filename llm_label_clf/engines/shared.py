@@ -1,0 +1,424 @@
+"""The shared engine: one vLLM server per machine and (model, engine
+settings), on 127.0.0.1, that joblib's worker processes (``workers``) and
+opted-in processes read through with the remote client, instead of each
+loading the model.
+
+A per-machine registry (``LLM_LABEL_CLF_SHARED_DIR``, by default
+``~/.cache/llm_label_clf/servers``; private to the user) holds one JSON entry
+per server, named by a hash of the model and the settings an embedded engine
+would start with (``local.engine_settings``, so the server reads exactly
+what the embedded engine reads), and a lock file beside it. A process that
+needs the shared engine takes the lock, finds a live entry (its pid alive,
+``/health`` answering) or starts a server (``_shared_server``) and records
+it, adds its owner to the entry, and connects with the remote client. The
+server demands a random API key, kept in the entry (mode 0600) and handed to
+the client through an environment variable of this process.
+
+Lifetime. The server is detached (its own session, reparented away from the
+worker that started it) and retires by itself, so none is left behind:
+after ``LLM_LABEL_CLF_SHARED_IDLE_S`` seconds (default 300) without reads,
+and within seconds once every owner has exited (an owner is the process
+whose workers use it: the worker's parent; or an opted-in process itself).
+Each use touches the entry, which counts as activity, and a retiring server
+removes its entry under the lock first, so no client attaches to a server
+on its way out. Entries of dead servers are removed when met.
+
+Why a server of its own rather than the parent's engine: the workers cannot
+reach an engine embedded in the parent, and the parent cannot tell when
+joblib will send work to processes (``cross_val_score`` pickles the
+estimator and never asks the parent for an engine). A process that owns a
+live shared server and has no embedded engine for that spec reads through
+the server too (``owned_shared_engine``): the refit at the end of a parallel
+``GridSearchCV`` then loads no second copy of the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..builtin_model import cache_dir, resolve_model
+from .environment import start_timeout_s
+from .handle import Engine
+from .local import _spec_key, engine_settings
+from .options import RemoteOptions
+from .remote import remote_engine
+from .workers import in_worker_process
+
+__all__ = [
+    "SHARED_DIR_ENV",
+    "SHARED_IDLE_ENV",
+    "Registry",
+    "owned_shared_engine",
+    "registry_dir",
+    "shared_engine",
+    "shared_servers",
+    "stop_shared_servers",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The registry folder (by default ``<cache>/servers``).
+SHARED_DIR_ENV = "LLM_LABEL_CLF_SHARED_DIR"
+#: Seconds without reads after which a shared server retires (default 300).
+SHARED_IDLE_ENV = "LLM_LABEL_CLF_SHARED_IDLE_S"
+DEFAULT_IDLE_S = 300.0
+#: Reads of a shared server may queue behind other workers' reads: a request
+#: gets longer than the remote client's default before it counts as failed.
+_REQUEST_TIMEOUT_S = 600.0
+_LOG_TAIL_CHARS = 3000
+
+#: Forks once more and execs the server, so that the server is no child of
+#: the process that starts it (joblib kills a worker's process tree on some
+#: shutdowns, and a worker would have to reap it): prints the server's pid,
+#: then the server writes its output to the log named by argv[1].
+_DETACH = """\
+import os, sys
+pid = os.fork()
+if pid:
+    print(pid, flush=True)
+    os._exit(0)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.dup2(fd, 1)
+os.dup2(fd, 2)
+os.close(fd)
+os.execv(sys.executable, [sys.executable, "-m", "llm_label_clf.engines._shared_server", sys.argv[2]])
+"""
+
+#: Entries this process attached to, by name (to skip the lock on later uses).
+_attached: dict[str, dict[str, Any]] = {}
+_attach_lock = threading.Lock()
+
+
+def registry_dir() -> Path:
+    """The registry folder: ``$LLM_LABEL_CLF_SHARED_DIR``, else ``<cache>/servers``."""
+    configured = os.environ.get(SHARED_DIR_ENV)
+    return Path(configured).expanduser() if configured else cache_dir() / "servers"
+
+
+def idle_s() -> float:
+    """``LLM_LABEL_CLF_SHARED_IDLE_S`` (default 300); raises ValueError naming
+    the variable for anything but a positive number."""
+    value = os.environ.get(SHARED_IDLE_ENV, "").strip()
+    try:
+        seconds = float(value) if value else DEFAULT_IDLE_S
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{SHARED_IDLE_ENV}={value!r}: expected a number of seconds > 0")
+    return seconds
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+class Registry:
+    """The entries in ``folder``: ``<name>.json`` (the server), ``<name>.lock``
+    (taken while a server is looked up, started or retired) and
+    ``<name>.log`` (the server's output)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, name: str, suffix: str = ".json") -> Path:
+        return self.folder / f"{name}{suffix}"
+
+    @contextlib.contextmanager
+    def lock(self, name: str, *, blocking: bool = True) -> Iterator[bool]:
+        """Holds ``name``'s lock (across processes and threads); yields False
+        instead of waiting when ``blocking`` is False and another holds it."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path(name, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def read(self, name: str) -> dict[str, Any] | None:
+        try:
+            entry = json.loads(self.path(name).read_text())
+        except (OSError, ValueError):
+            return None
+        return entry if isinstance(entry, dict) else None
+
+    def write(self, name: str, entry: Mapping[str, Any]) -> None:
+        """Writes ``entry`` atomically, readable by this user only."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = self.path(name, f".{os.getpid()}.partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(entry, handle)
+        partial.replace(self.path(name))
+
+    def remove(self, name: str) -> None:
+        self.path(name).unlink(missing_ok=True)
+
+    def touch(self, name: str, pid: int) -> bool:
+        """Marks the entry used now, if it still names server ``pid``."""
+        entry = self.read(name)
+        if entry is None or entry.get("pid") != pid:
+            return False
+        try:
+            os.utime(self.path(name))
+        except OSError:
+            return False
+        return True
+
+    def touched_s_ago(self, name: str) -> float:
+        try:
+            return time.time() - self.path(name).stat().st_mtime
+        except OSError:
+            return float("inf")
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self.folder.glob("*.json")) if self.folder.is_dir() else []
+
+    @staticmethod
+    def any_owner_alive(entry: Mapping[str, Any]) -> bool:
+        return any(pid_alive(int(pid)) for pid in entry.get("owners", ()))
+
+
+def _name(model: str, settings: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_spec_key(model, settings).encode()).hexdigest()[:16]
+
+
+def _owner_pid() -> int:
+    """The process a server is kept for: a worker's parent, else this one."""
+    return os.getppid() if in_worker_process() else os.getpid()
+
+
+def _healthy(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _key_env(name: str) -> str:
+    return f"LLM_LABEL_CLF_SHARED_KEY_{name.upper()}"
+
+
+def _connect(model: str, entry: Mapping[str, Any]) -> Engine:
+    """The remote engine over the server of ``entry`` (its key put where the
+    client reads it, an environment variable of this process)."""
+    os.environ[_key_env(entry["name"])] = entry["api_key"]
+    options = RemoteOptions(timeout_s=_REQUEST_TIMEOUT_S, api_key_env=_key_env(entry["name"]))
+    return remote_engine([entry["url"]], model, options)
+
+
+def shared_engine(model: str, engine_options: Mapping[str, Any] | None = None) -> Engine:
+    """The engine over this machine's shared server for ``(model,
+    engine_options)``, started if none is live, this process's owner added
+    to its entry. Raises RuntimeError, with the server's log, when a server
+    does not start."""
+    settings = engine_settings(engine_options)
+    name = _name(model, settings)
+    registry = Registry(registry_dir())
+    with _attach_lock:
+        known = _attached.get(name)
+        if known is not None and pid_alive(known["pid"]) and registry.touch(name, known["pid"]):
+            return _connect(model, known)
+        with registry.lock(name):
+            entry = _live_entry(registry, name)
+            if entry is None:
+                entry = _start_server(registry, name, model, settings)
+            owner = _owner_pid()
+            if owner not in entry["owners"]:
+                entry["owners"].append(owner)
+                registry.write(name, entry)
+            else:
+                registry.touch(name, entry["pid"])
+        _attached[name] = entry
+    return _connect(model, entry)
+
+
+def owned_shared_engine(model: str, engine_options: Mapping[str, Any] | None = None) -> Engine | None:
+    """The engine over a live shared server for ``(model, engine_options)``
+    that this process owns (its workers started or used it), else None;
+    starts nothing."""
+    registry = Registry(registry_dir())
+    if not registry.folder.is_dir():
+        return None
+    name = _name(model, engine_settings(engine_options))
+    entry = registry.read(name)
+    if entry is None or os.getpid() not in entry.get("owners", ()) or not pid_alive(entry["pid"]):
+        return None
+    if not registry.touch(name, entry["pid"]):
+        return None
+    return _connect(model, entry)
+
+
+def _live_entry(registry: Registry, name: str) -> dict[str, Any] | None:
+    """``name``'s entry if its server runs and answers (waiting for one that
+    is still starting, whose starter gave up); else None, the entry removed
+    and a server that does not answer stopped. Call with the lock held."""
+    entry = registry.read(name)
+    if entry is None:
+        return None
+    if pid_alive(entry["pid"]):
+        deadline = time.monotonic() + start_timeout_s()
+        while time.monotonic() < deadline and pid_alive(entry["pid"]):
+            if _healthy(entry["url"]):
+                return entry
+            time.sleep(0.5)
+        _stop(entry["pid"])
+    logger.info("Removing the entry of shared server %s (pid %s): it is gone", entry.get("url"), entry.get("pid"))
+    registry.remove(name)
+    return None
+
+
+def _start_server(registry: Registry, name: str, model: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Starts the server for ``name``, records it, and waits until it answers.
+    Call with the lock held."""
+    path = resolve_model(model)
+    port = _free_port()
+    api_key = secrets.token_urlsafe(32)
+    log = registry.path(name, ".log")
+    spec = {
+        "registry": str(registry.folder),
+        "name": name,
+        "port": port,
+        "model_path": path,
+        "served_model_name": model,
+        "settings": settings,
+        "idle_s": idle_s(),
+    }
+    try:
+        encoded = json.dumps(spec)
+    except TypeError as exc:
+        raise ValueError(
+            f"engine_options must be plain data (JSON) to start a shared server with them: {exc}"
+        ) from None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_LABEL_CLF_SHARED_KEY_")}
+    env["VLLM_API_KEY"] = api_key
+    package_root = str(Path(__file__).resolve().parents[2])  # importable even when not installed
+    env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+    logger.info("Starting a shared vLLM server for %s on 127.0.0.1:%d", model, port)
+    began = time.monotonic()
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", _DETACH, str(log), encoded],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert launcher.stdout is not None
+    with launcher:
+        pid = int(launcher.stdout.readline() or 0)
+    if not pid:
+        raise RuntimeError(f"the shared vLLM server for {model!r} could not be launched (exit {launcher.returncode})")
+    entry = {
+        "name": name,
+        "pid": pid,
+        "url": f"http://127.0.0.1:{port}",
+        "model": model,
+        "settings": settings,
+        "owners": [_owner_pid()],
+        "idle_s": spec["idle_s"],
+        "started": time.time(),
+        "log": str(log),
+        "api_key": api_key,
+    }
+    registry.write(name, entry)
+    deadline = began + start_timeout_s()
+    while time.monotonic() < deadline and pid_alive(pid):
+        if _healthy(entry["url"]):
+            logger.info("Shared vLLM server %s ready in %.0f s", entry["url"], time.monotonic() - began)
+            return entry
+        time.sleep(0.5)
+    status = "did not answer in time" if pid_alive(pid) else "exited"
+    _stop(pid)
+    registry.remove(name)
+    try:
+        tail = log.read_text(errors="replace")[-_LOG_TAIL_CHARS:]
+    except OSError as exc:
+        tail = f"(cannot read {log}: {exc})"
+    raise RuntimeError(f"the shared vLLM server for {model!r} ({path}) {status}; its log {log}:\n{tail}")
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _stop(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM to server ``pid``, SIGKILL if it lingers past ``timeout_s``."""
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.1)
+
+
+def shared_servers() -> list[dict[str, Any]]:
+    """The live shared servers of this machine's registry (entries without
+    their API key); entries of dead servers are removed."""
+    registry = Registry(registry_dir())
+    live = []
+    for name in registry.names():
+        entry = registry.read(name)
+        if entry is None:
+            continue
+        if pid_alive(entry.get("pid", 0)):
+            live.append({k: v for k, v in entry.items() if k != "api_key"})
+            continue
+        with registry.lock(name, blocking=False) as held:
+            if held and (current := registry.read(name)) is not None and current.get("pid") == entry.get("pid"):
+                registry.remove(name)
+    return live
+
+
+def stop_shared_servers(timeout_s: float = 30.0) -> int:
+    """Stops every shared server in the registry now (rather than when they
+    idle out) and removes their entries; returns how many were stopped."""
+    registry = Registry(registry_dir())
+    stopped = 0
+    for name in registry.names():
+        with registry.lock(name):
+            entry = registry.read(name)
+            if entry is None:
+                continue
+            registry.remove(name)
+        if pid_alive(entry.get("pid", 0)):
+            _stop(entry["pid"], timeout_s)
+            stopped += 1
+    with _attach_lock:
+        _attached.clear()
+    return stopped

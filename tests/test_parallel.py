@@ -1,0 +1,306 @@
+"""scikit-learn's ``n_jobs`` on the real engine (``engines.workers``,
+``engines.shared``): with joblib's process backend (loky) the worker processes
+start no engine and read through one shared server on loopback, with the
+threading backend they share this process's engine, and either way the
+scores equal ``n_jobs=None``'s. Also: each worker's own engine on request,
+and the shared server retiring by itself.
+
+The module uses a registry folder of its own and a short idle timeout, set
+before any worker process starts (workers and the server inherit them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.model_selection import (
+    GridSearchCV,
+    RandomizedSearchCV,
+    cross_val_predict,
+    cross_val_score,
+    cross_validate,
+)
+
+from helpers import SST2_TEMPLATE, make_classifier, wait_until
+from llm_label_clf.builtin_model import DEFAULT_MODEL
+from llm_label_clf.engines.local import engine_count, engine_settings
+from llm_label_clf.engines.shared import (
+    SHARED_DIR_ENV,
+    SHARED_IDLE_ENV,
+    Registry,
+    idle_s,
+    pid_alive,
+    shared_servers,
+    stop_shared_servers,
+)
+from llm_label_clf.engines.workers import WORKER_ENGINE_ENV, uses_shared_engine, worker_engine_mode
+
+N_TEXTS = 24
+PROMPTS = [SST2_TEMPLATE, "Text: {text}\nSentiment:"]
+#: The shared server's idle timeout here: long enough to span the tests
+#: (a fresh process and its workers start in ~30 s), short enough to wait for.
+IDLE_S = 60
+#: Probabilities read through the server against this process's engine
+#: (both float32 with the same settings; measured 0.0).
+ATOL = 1e-5
+
+
+def fresh_workers() -> None:
+    """Ends joblib's reusable worker processes, so the next ones start with
+    this process's environment as it is now."""
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
+
+
+def worker_engine_counts(n: int = 4) -> list[int]:
+    """``engine_count()`` as seen in (most likely each of) the worker processes."""
+    return joblib.Parallel(n_jobs=2)(joblib.delayed(engine_count)() for _ in range(n))
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_setup(tmp_path_factory):
+    """The module's registry and idle timeout, in place before any worker
+    starts; at the end the workers end and any server left is stopped."""
+    names = (SHARED_DIR_ENV, SHARED_IDLE_ENV, WORKER_ENGINE_ENV)
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ[SHARED_DIR_ENV] = str(tmp_path_factory.mktemp("shared_servers"))
+    os.environ[SHARED_IDLE_ENV] = str(IDLE_S)
+    os.environ.pop(WORKER_ENGINE_ENV, None)
+    fresh_workers()
+    yield
+    fresh_workers()
+    stop_shared_servers()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="module")
+def sst2(sst2_all):
+    X, y = sst2_all
+    return X[:N_TEXTS], y[:N_TEXTS]
+
+
+def make(**params):
+    params.setdefault("low_mass", "ignore")
+    return make_classifier(**params)
+
+
+# --- no engine needed --------------------------------------------------------
+
+
+def test_settings_from_the_environment_are_checked(monkeypatch):
+    monkeypatch.setenv(SHARED_IDLE_ENV, "soon")
+    with pytest.raises(ValueError, match=f"{SHARED_IDLE_ENV}='soon'"):
+        idle_s()
+    monkeypatch.setenv(WORKER_ENGINE_ENV, "mine")
+    with pytest.raises(ValueError, match=rf"{WORKER_ENGINE_ENV}='mine': expected one of \['own', 'shared'\]"):
+        worker_engine_mode()
+    assert not uses_shared_engine()  # this process is no worker: the variable is not even read
+
+
+def test_entries_of_dead_servers_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv(SHARED_DIR_ENV, str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    registry = Registry(tmp_path)
+    registry.write("stale", {"name": "stale", "pid": int(dead.stdout), "owners": [], "api_key": "k"})
+    registry.write("live", {"name": "live", "pid": os.getpid(), "owners": [], "api_key": "k"})
+    assert [entry["name"] for entry in shared_servers()] == ["live"]
+    assert registry.read("stale") is None and "api_key" not in shared_servers()[0]
+
+
+# --- each worker its own engine, on request (first: no server exists yet) ----
+
+
+def test_each_worker_starts_its_own_engine_when_asked(engine, sst2, monkeypatch):
+    """LLM_LABEL_CLF_WORKER_ENGINE=own: every worker process starts an engine
+    (in a loky worker this used to fail, "cannot find context for 'loky'"),
+    scores equal the serial ones, no shared server starts, and the workers
+    exit with their engines (they used to hang at exit)."""
+    X, y = sst2
+    serial = cross_val_score(make(), X, y, cv=2, error_score="raise")
+    monkeypatch.setenv(WORKER_ENGINE_ENV, "own")
+    fresh_workers()
+    try:
+        parallel = cross_val_score(make(), X, y, cv=2, n_jobs=2, error_score="raise")
+        counts = worker_engine_counts()
+    finally:
+        started = time.monotonic()
+        fresh_workers()
+    print(f"own engines: worker engine counts {counts}; workers ended in {time.monotonic() - started:.1f} s")
+    np.testing.assert_array_equal(parallel, serial)
+    assert max(counts) == 1
+    assert shared_servers() == []
+
+
+# --- loky workers through the shared server ----------------------------------
+
+
+def test_cross_val_score_with_processes_equals_serial(engine, sst2):
+    X, y = sst2
+    serial = cross_val_score(make(), X, y, cv=3, error_score="raise")
+    started = time.monotonic()
+    parallel = cross_val_score(make(), X, y, cv=3, n_jobs=2, error_score="raise")
+    print(f"cross_val_score(n_jobs=2), server start included: {time.monotonic() - started:.0f} s")
+    np.testing.assert_array_equal(parallel, serial)
+
+
+def test_workers_started_no_engine_and_share_one_server(engine):
+    """One server for the spec, kept for this process, started with the
+    settings this process's engine has; no worker started an engine."""
+    assert worker_engine_counts() == [0, 0, 0, 0]
+    (server,) = shared_servers()
+    assert server["owners"] == [os.getpid()]
+    assert server["model"] == DEFAULT_MODEL and server["settings"] == engine_settings()
+    assert server["settings"].items() <= engine.settings.items()
+    assert server["idle_s"] == IDLE_S and server["url"].startswith("http://127.0.0.1:")
+
+
+def test_probabilities_from_workers_equal_this_process(sst2):
+    X, y = sst2
+    # cross_val_predict hands the estimator y encoded as 0/1: name their words
+    words = make(labels=["negative", "positive"])
+    serial = cross_val_predict(words, X, y, cv=3, method="predict_proba")
+    parallel = cross_val_predict(words, X, y, cv=3, method="predict_proba", n_jobs=2)
+    print(f"max |workers - here| = {np.abs(parallel - serial).max():.3g}")
+    np.testing.assert_allclose(parallel, serial, atol=ATOL)
+    scoring = ["accuracy", "neg_log_loss"]
+    a = cross_validate(make(), X, y, cv=3, scoring=scoring, error_score="raise")
+    b = cross_validate(make(), X, y, cv=3, scoring=scoring, n_jobs=2, error_score="raise")
+    np.testing.assert_array_equal(b["test_accuracy"], a["test_accuracy"])
+    np.testing.assert_allclose(b["test_neg_log_loss"], a["test_neg_log_loss"], atol=ATOL)
+
+
+def grid(**options) -> GridSearchCV:
+    scoring = {"accuracy": "accuracy", "log_loss": "neg_log_loss"}
+    search = dict(cv=3, scoring=scoring, refit="log_loss", error_score="raise")
+    return GridSearchCV(make(), {"prompt": PROMPTS}, **search, **options)
+
+
+def assert_same_search(a, b) -> None:
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_array_equal(a.cv_results_["mean_test_accuracy"], b.cv_results_["mean_test_accuracy"])
+    np.testing.assert_allclose(a.cv_results_["mean_test_log_loss"], b.cv_results_["mean_test_log_loss"], atol=ATOL)
+
+
+@pytest.fixture(scope="module")
+def serial_grid(engine, sst2):
+    return grid().fit(*sst2)
+
+
+def test_grid_search_with_processes_equals_serial(serial_grid, sst2):
+    X, y = sst2
+    parallel = grid(n_jobs=2).fit(X, y)
+    assert_same_search(parallel, serial_grid)
+    assert len(set(serial_grid.cv_results_["mean_test_log_loss"])) == 2  # the prompts differ
+    np.testing.assert_allclose(parallel.predict_proba(X), serial_grid.predict_proba(X), atol=ATOL)
+
+
+def test_randomized_search_and_calibration_with_processes_equal_serial(sst2):
+    X, y = sst2
+    search = dict(param_distributions={"prompt": PROMPTS}, n_iter=2, cv=3, random_state=0, error_score="raise")
+    a = RandomizedSearchCV(make(), **search).fit(X, y)
+    b = RandomizedSearchCV(make(), n_jobs=2, **search).fit(X, y)
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_allclose(b.cv_results_["mean_test_score"], a.cv_results_["mean_test_score"], atol=ATOL)
+    serial = CalibratedClassifierCV(make(), cv=3).fit(X, y).predict_proba(X)
+    parallel = CalibratedClassifierCV(make(), cv=3, n_jobs=2).fit(X, y).predict_proba(X)
+    np.testing.assert_allclose(parallel, serial, atol=ATOL)
+
+
+def test_threading_backend_shares_this_process_engine(serial_grid, sst2):
+    X, y = sst2
+    servers = shared_servers()
+    starts = engine_count()
+    with joblib.parallel_config(backend="threading"):
+        threaded = grid(n_jobs=2).fit(X, y)
+        scores = cross_val_score(make(), X, y, cv=3, n_jobs=2, error_score="raise")
+        calibrated = CalibratedClassifierCV(make(), cv=3, n_jobs=2).fit(X, y).predict_proba(X)
+    assert_same_search(threaded, serial_grid)
+    np.testing.assert_array_equal(scores, cross_val_score(make(), X, y, cv=3, error_score="raise"))
+    np.testing.assert_allclose(calibrated, CalibratedClassifierCV(make(), cv=3).fit(X, y).predict_proba(X), atol=ATOL)
+    assert engine_count() == starts
+    assert [s["pid"] for s in shared_servers()] == [s["pid"] for s in servers]
+
+
+_FRESH_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    from sklearn.model_selection import GridSearchCV
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.engines.local import engine_count
+
+    if __name__ == "__main__":
+        data = json.loads(open(sys.argv[1]).read())
+        clf = LLMLabelClassifier(prompt=data["prompts"][0], progress=False, low_mass="ignore")
+        search = GridSearchCV(clf, {"prompt": data["prompts"]}, cv=3, n_jobs=2, error_score="raise")
+        search.fit(data["X"], data["y"])
+        proba = search.predict_proba(data["X"]).tolist()
+        url = search.best_estimator_._engine().options.get("base_url")
+        print(json.dumps({"engines": engine_count(), "best": search.best_params_, "proba": proba, "url": url}))
+    """
+)
+
+
+def test_a_fresh_process_loads_the_model_nowhere_but_in_the_server(tmp_path, sst2):
+    """A process that starts with GridSearchCV(n_jobs=2): its workers use the
+    running server, and so does its refit (it owns the server now): no
+    engine starts in it, and its probabilities equal this process's."""
+    X, y = sst2
+    (tmp_path / "data.json").write_text(json.dumps({"X": X, "y": y.tolist(), "prompts": PROMPTS}))
+    (tmp_path / "fit.py").write_text(_FRESH_PROCESS)
+    (server,) = shared_servers()
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "fit.py"), str(tmp_path / "data.json")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["engines"] == 0 and result["url"] == [server["url"]]
+    expected = make(prompt=result["best"]["prompt"]).fit(X, y).predict_proba(X)
+    np.testing.assert_allclose(np.array(result["proba"]), expected, atol=ATOL)
+    (after,) = shared_servers()
+    (added,) = set(after["owners"]) - {os.getpid()}  # the fresh process, now gone
+    assert after["pid"] == server["pid"] and not pid_alive(added)
+
+
+# --- last: the server retires by itself ---------------------------------------
+
+
+def test_shared_server_retires_when_idle():
+    """Left without reads for IDLE_S seconds, the server removes its entry
+    and exits, and its engine process with it."""
+    (server,) = shared_servers()
+    engine_processes = children(server["pid"])
+    assert engine_processes
+    started = time.monotonic()
+    assert wait_until(lambda: not pid_alive(server["pid"]), deadline_s=IDLE_S + 90, step_s=1)
+    print(f"the server retired {time.monotonic() - started:.0f} s after the last check (idle timeout {IDLE_S} s)")
+    assert shared_servers() == []
+    assert wait_until(lambda: not any(pid_alive(pid) for pid in engine_processes), deadline_s=30)
