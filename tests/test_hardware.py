@@ -19,6 +19,7 @@ AVX512 = CpuInfo("an AVX-512 CPU without bf16", 2, frozenset({"avx2", "avx512f",
 def no_overrides(monkeypatch):
     monkeypatch.delenv(DTYPE_ENV, raising=False)
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION", raising=False)
 
 
 @pytest.mark.parametrize(
