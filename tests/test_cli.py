@@ -412,14 +412,14 @@ def test_defaults_are_the_estimators():
 def test_options_reach_the_estimator():
     args = parse(
         "evaluate", "in.csv", "--train", "train.csv", "--few-shot", "2", "--calibration", "learned",
-        "--label-mode", "full_sequence", "--length-norm", "char", "--random-state", "7", "--too-long", "raise",
+        "--label-mode", "full_sequence", "--length-norm", "char", "--prune-margin", "2.5", "--random-state", "7", "--too-long", "raise",
         "--low-mass", "ignore", "--low-mass-threshold", "0.01", "--chat", "auto", "--batch-size", "8",
         "--no-progress", "--model", "some/model", "--prompt", "Q: {text}\\nA:", "--instructions", "Be brief.",
     )  # fmt: skip
     params = estimator_params(args, {"max_model_len": 1024})
     assert params == {
         "model": "some/model", "engine_options": {"max_model_len": 1024}, "prompt": "Q: {text}\nA:",
-        "instructions": "Be brief.", "chat": "auto", "label_mode": "full_sequence", "length_norm": "char",
+        "instructions": "Be brief.", "chat": "auto", "label_mode": "full_sequence", "length_norm": "char", "prune_margin": 2.5,
         "few_shot": 2, "calibration": "learned", "random_state": 7, "batch_size": 8, "progress": False,
         "low_mass": "ignore", "low_mass_threshold": 0.01, "too_long": "raise",
     }  # fmt: skip
