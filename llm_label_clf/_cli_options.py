@@ -68,24 +68,23 @@ def _integer(minimum: int) -> Any:
     return parse
 
 
-def _probability(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number in [0, 1)")
-    return number
+def _real_below(high: float, what: str) -> Any:
+    """A parser of numbers in [0, ``high``); ``what`` describes them in the error."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not 0 <= number < high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
+        return number
+
+    return parse
 
 
-def _nats(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number < float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of nats >= 0")
-    return number
+_probability = _real_below(1.0, "a number in [0, 1)")
+_nats = _real_below(float("inf"), "a finite number of nats >= 0")
 
 
 def _separator(value: str) -> str:

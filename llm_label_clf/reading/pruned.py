@@ -46,13 +46,6 @@ class TrieIndex:
     @classmethod
     def of(cls, trie: LabelTrie) -> TrieIndex:
         read_of = {r.prefix: i for i, r in enumerate(trie.reads)}
-        column: dict[tuple[tuple[int, ...], int], int] = {}
-        for read in trie.reads:
-            for token in read.next_ids:
-                column[(read.prefix, token)] = len(column)
-        prefix_columns = tuple(
-            tuple(column[(r.prefix[:d], t)] for d, t in enumerate(r.prefix)) for r in trie.reads
-        )
         parent = tuple(read_of[r.prefix[:-1]] if r.prefix else -1 for r in trie.reads)
         below = tuple(
             tuple(
@@ -60,6 +53,10 @@ class TrieIndex:
                 if len(seq) > len(r.prefix) and seq[: len(r.prefix)] == r.prefix
             )
             for r in trie.reads
+        )
+        # a read's prefix path is the start of the path of any sequence below it
+        prefix_columns = tuple(
+            tuple(trie.paths[seqs[0]][: len(r.prefix)]) for r, seqs in zip(trie.reads, below, strict=True)
         )
         path_reads = tuple(tuple(read_of[seq[:d]] for d in range(len(seq))) for seq in trie.sequences)
         return cls(prefix_columns, parent, below, path_reads)
