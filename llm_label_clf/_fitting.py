@@ -174,7 +174,6 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
             f"this y is {target.kind}: use multioutput_read='separate'"
         )
     unsupported = {
-        "base_url": est.base_url is not None,
         "few_shot": est.few_shot != 0,
         "calibration": est.calibration is not None,
         "length_norm": est.length_norm is not None,
@@ -185,7 +184,7 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
         if used:
             raise ValueError(
                 f"{name}: {param}={getattr(est, param)!r} applies to separate reads only; a joint read "
-                "letters the options of every output on the embedded engine. Use "
+                "letters the options of every output in one prompt. Use "
                 "multioutput_read='separate' or leave it unset"
             )
     if not (est.prompt is None or isinstance(est.prompt, str)):

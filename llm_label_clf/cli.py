@@ -245,11 +245,14 @@ def _classify_rows(
     """
     from .classifier import LLMLabelClassifier
     from .engines import get_engine
+    from .exceptions import ModelNotFoundError
 
     clf = LLMLabelClassifier(**estimator_params(args, options), labels={label: label for label in labels})
     print(f"Classifying {len(X)} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)
     try:
         get_engine(args.model, options)
+    except ModelNotFoundError as exc:  # a path that is not there is the user's to fix: exit 2
+        raise UsageError(f"--model: {exc}") from exc
     except Exception as exc:
         given = f" with engine options {options}" if options else ""
         message = f"cannot start the engine for model {args.model!r}{given}: {type(exc).__name__}: {exc}"

@@ -249,6 +249,17 @@ def test_input_and_usage_errors_exit_2(no_engine, tables, tmp_path, capsys, argv
         assert part in err, err
 
 
+def test_missing_model_path_is_a_usage_error(tmp_path, capsys):
+    """A --model path that is not there is the user's to fix (exit 2, named),
+    found before vLLM is imported, so no engine starts."""
+    source = tmp_path / "rows.csv"
+    source.write_text("text\ngreat film\n")
+    model = tmp_path / "no_model"
+    assert cli.main(["classify", str(source), "--labels", "positive,negative", "--model", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert "llm-label-clf classify: error: --model: " in err and "no_model" in err, err
+
+
 def test_engine_failure_exits_1(tmp_path, capsys):
     """A model folder vLLM cannot load: the engine does not start (exit 1), named in the message."""
     model = tmp_path / "not-a-model"

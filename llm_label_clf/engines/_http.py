@@ -30,6 +30,7 @@ __all__ = [
     "check_tokenizer",
     "get_json",
     "served_card",
+    "structured_outputs",
     "RemoteCompletion",
     "RemoteLogprob",
     "RemoteOutput",
@@ -144,7 +145,8 @@ def completion_payload(
 ) -> dict[str, Any]:
     """The ``/v1/completions`` body that reads ``params.logprob_token_ids`` after
     each prompt (token ids): greedy by default, token ids instead of strings as
-    logprob keys (strings can collide), one choice per prompt in order."""
+    logprob keys (strings can collide), one choice per prompt in order, under
+    the params' structured-output format if any."""
     label_ids = [int(t) for t in (getattr(params, "logprob_token_ids", None) or [])]
     logprobs = getattr(params, "logprobs", None)
     body: dict[str, Any] = {
@@ -157,9 +159,30 @@ def completion_payload(
     }
     if label_ids:
         body["logprob_token_ids"] = label_ids
+    structured = structured_outputs(params)
+    if structured:
+        body["structured_outputs"] = structured
     if priority:
         body["priority"] = priority
     return body
+
+
+#: The public fields of vLLM's ``StructuredOutputsParams`` (its ``_backend``
+#: fields are the engine's own), as its OpenAI server takes them.
+_STRUCTURED_FIELDS = (
+    "json", "regex", "choice", "grammar", "json_object", "disable_any_whitespace",
+    "disable_additional_properties", "whitespace_pattern", "structural_tag",
+)
+
+
+def structured_outputs(params: Any) -> dict[str, Any]:
+    """``params.structured_outputs`` as the ``/v1/completions`` body's
+    ``structured_outputs`` field (the joint read's answer format), with the
+    fields left at their defaults omitted; empty when there is none."""
+    given = getattr(params, "structured_outputs", None)
+    if given is None:
+        return {}
+    return {f: v for f in _STRUCTURED_FIELDS if (v := getattr(given, f, None)) not in (None, False)}
 
 
 def batch_key(payload: Mapping[str, Any], headers: Mapping[str, str]) -> str:
