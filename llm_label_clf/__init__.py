@@ -1,6 +1,8 @@
 """llm_label_clf: any causal LLM served by vLLM as a scikit-learn classifier."""
 
 from .classifier import LLMLabelClassifier
+from .classifier_cv import LLMLabelClassifierCV
+from .distributed import score_dask_dataframe, score_ray_dataset
 from .engines import engine_info, get_engine, get_remote_engine, shutdown_engines, shutdown_remote_engines
 from .exceptions import (
     GenerationError,
@@ -16,6 +18,7 @@ from .label_reads import LabelRead, next_token_label_reads
 __all__ = [
     "GenerationError",
     "LLMLabelClassifier",
+    "LLMLabelClassifierCV",
     "LabelRead",
     "LabelWordsWarning",
     "LowLabelMassWarning",
@@ -27,6 +30,8 @@ __all__ = [
     "get_engine",
     "get_remote_engine",
     "next_token_label_reads",
+    "score_dask_dataframe",
+    "score_ray_dataset",
     "shutdown_engines",
     "shutdown_remote_engines",
 ]

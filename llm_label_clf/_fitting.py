@@ -16,7 +16,14 @@ from sklearn.utils import check_random_state
 from ._label_words import warn_label_words
 from ._per_output import OutputClasses, class_labels, one_class_error, output_classes, output_labels, output_prompts
 from ._targets import Target, unique_classes
-from .calibration import LearnedCalibrator, batch_bias, content_free_records, contextual_bias
+from .calibration import (
+    LearnedCalibrator,
+    batch_bias,
+    class_prior,
+    content_free_records,
+    contextual_bias,
+    index_weights,
+)
 from .engines.handle import Engine
 from .reading.build import ReadingSettings, build_reading
 from .reading.driver import read_plans
@@ -77,7 +84,10 @@ def fit_output(
         written = [a[0] for a in labels] if reading.options is not None else [v[0] for v in reading.verbalizers]
         owner_here = f"{owner}: {where}" if where else owner
         warn_label_words(owner_here, classes.tolist(), written, est.label_words, options=reading.options is not None)
-    bias, calibrator = _fit_calibration(est, reading.plan, records, y_index, reading.few_shot_rows, engine)
+    log_prior = class_prior(y_index, len(classes), est.calibration_prior)
+    bias, calibrator = _fit_calibration(
+        est, reading.plan, records, y_index, reading.few_shot_rows, engine, log_prior, classes
+    )
     return {
         "classes_": classes,
         "chat_": chat,
@@ -89,6 +99,7 @@ def fit_output(
         "options_": reading.options,
         "few_shot_rows_": reading.few_shot_rows,
         "few_shot_prefix_": reading.few_shot_prefix,
+        "class_prior_": np.exp(log_prior),
         "calibration_bias_": bias,
         "calibrator_": calibrator,
         "plans_": [reading.plan],
@@ -96,10 +107,18 @@ def fit_output(
 
 
 def _fit_calibration(
-    est: Any, plan: ReadingPlan, records: Records, y_index: np.ndarray | None, shown: list[int], engine: Engine
+    est: Any,
+    plan: ReadingPlan,
+    records: Records,
+    y_index: np.ndarray | None,
+    shown: list[int],
+    engine: Engine,
+    log_prior: np.ndarray,
+    classes: np.ndarray,
 ) -> tuple[np.ndarray | None, LearnedCalibrator | None]:
     """What ``calibration`` needs, estimated from reads of content-free inputs
-    or of the training texts not shown as few-shot examples."""
+    or of the training texts not shown as few-shot examples; the debiasing
+    calibrations aim at ``log_prior``."""
     if est.calibration is None:
         return None, None
 
@@ -113,11 +132,11 @@ def _fit_calibration(
         # batch calibration with every training text shown as an example: small
         # calls fall back to the content-free bias
         fields = [f for f in plan.layout.template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
-        return contextual_bias(log_proba(content_free_records(fields), False)), None
+        return contextual_bias(log_proba(content_free_records(fields), False), log_prior), None
     if est.calibration == "batch":
         if rows.size > BATCH_PRIOR_ROWS:
             rows = np.sort(check_random_state(est.random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
-        return batch_bias(log_proba([records[i] for i in rows], False)), None
+        return batch_bias(log_proba([records[i] for i in rows], False), log_prior), None
     if y_index is None:
         raise ValueError(f"{type(est).__name__}: calibration='learned' learns from labelled texts: fit needs y")
     calibrator = LearnedCalibrator.fit(
@@ -125,6 +144,7 @@ def _fit_calibration(
         y_index[rows],
         plan.n_classes,
         random_state=check_random_state(est.random_state).randint(2**31 - 1),
+        class_weight=index_weights(est.class_weight, classes.tolist()),
     )
     return None, calibrator
 

@@ -12,7 +12,7 @@ from typing import Any
 from sklearn.utils import check_random_state
 
 from ._label_words import LABEL_WORDS
-from .calibration import CALIBRATIONS
+from .calibration import CALIBRATION_PRIORS, CALIBRATIONS
 from .reading.prompts import DEFAULT_PROMPT, PromptTemplate
 
 __all__ = ["LABEL_MODES", "PARAMETERS", "check_params"]
@@ -141,6 +141,16 @@ def _random_state(value: Any) -> str | None:
     return None
 
 
+def _class_weight(value: Any) -> str | None:
+    if value is None or value == "balanced":
+        return None
+    if isinstance(value, Mapping) and all(
+        isinstance(w, int | float) and not isinstance(w, bool) and w > 0 for w in value.values()
+    ):
+        return None
+    return "must be None, 'balanced' or a mapping class -> positive weight"
+
+
 PARAMETERS: dict[str, Check] = {
     "model": _model,
     "base_url": _base_url,
@@ -159,6 +169,8 @@ PARAMETERS: dict[str, Check] = {
     "low_mass_threshold": real_in(0, 1, low_closed=True, why="must be a number in [0, 1)"),
     "few_shot": integer(0, "must be a non-negative integer (examples per class)"),
     "calibration": one_of(*CALIBRATIONS, why="must be None, 'contextual', 'batch' or 'learned'"),
+    "calibration_prior": one_of(*CALIBRATION_PRIORS),
+    "class_weight": _class_weight,
     "threshold": real_in(0, 1, low_closed=False, why="must be a number in (0, 1)"),
     "multioutput_read": one_of("separate", "joint", why="must be one of ['joint', 'separate']"),
     "too_long": one_of("raise", "truncate"),

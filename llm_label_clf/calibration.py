@@ -1,14 +1,26 @@
 """Calibration of zero- and few-shot label probabilities, which small models
-bias toward some labels. Three ways, after the papers that measured them:
+bias toward some labels. Three ways, after the papers that measured them, and
+what each assumes:
 
 * contextual (Zhao et al. 2021, "Calibrate Before Use"): the probabilities
   the prompt gives content-free inputs ("N/A", "", "[MASK]") are the bias;
-  dividing by them (subtracting their logs) removes it.
+  dividing by them (subtracting their logs) removes it. Assumes a text with
+  no content should get the class prior.
 * batch (Zhou et al., ICLR 2024, "Batch Calibration"): the bias is the mean
-  probability of each class over the texts being predicted.
+  probability of each class over the texts being predicted. Assumes the batch
+  holds the classes in the proportions of the class prior.
 * learned: a multinomial logistic regression on the label log-probabilities,
   fitted on labelled training texts, cross-fitted over K folds (each model
-  never sees the rows it is averaged with at fit time) and averaged.
+  never sees the rows it is averaged with at fit time) and averaged; its
+  regularisation ``C`` is chosen by those folds' log-loss, and ``class_weight``
+  ("balanced") keeps a rare class from being given up. Assumes the training
+  texts are drawn like the texts to predict.
+
+The papers take the prior to be uniform (balanced classes). Here the prior is
+the training labels' class frequencies when fit has them (``calibration_prior
+="y"``, smoothed by one text per class), so the two debiasing calibrations map
+the content-free or average text to the prior, not to a uniform guess: on
+13%-spam data a uniform target would call half the texts spam.
 
 All work on (n, n_classes) log-probabilities and return log-probabilities.
 """
@@ -24,13 +36,17 @@ from scipy.special import logsumexp
 
 __all__ = [
     "CALIBRATIONS",
+    "CALIBRATION_PRIORS",
     "CONTENT_FREE_INPUTS",
+    "LEARNED_CS",
     "MIN_BATCH",
     "LearnedCalibrator",
     "batch_bias",
     "calibrate",
+    "class_prior",
     "contextual_bias",
     "debias",
+    "index_weights",
 ]
 
 CALIBRATIONS = (None, "contextual", "batch", "learned")
@@ -39,6 +55,11 @@ CONTENT_FREE_INPUTS = ("N/A", "", "[MASK]")
 #: Below this many texts in one call, batch calibration uses the bias
 #: estimated on the training texts at fit time (one text's own mean is itself).
 MIN_BATCH = 16
+#: What the debiasing calibrations map the bias to: the training labels'
+#: class frequencies ("y"), or a uniform prior (the papers' assumption).
+CALIBRATION_PRIORS = ("y", "uniform")
+#: The inverse regularisation strengths the learned calibration chooses from.
+LEARNED_CS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
 def _mean_log(log_proba: np.ndarray) -> np.ndarray:
@@ -46,14 +67,27 @@ def _mean_log(log_proba: np.ndarray) -> np.ndarray:
     return logsumexp(log_proba, axis=0) - np.log(log_proba.shape[0])
 
 
-def contextual_bias(content_free_log_proba: np.ndarray) -> np.ndarray:
-    """The bias of contextual calibration: log of the mean content-free probabilities."""
-    return _mean_log(content_free_log_proba)
+def class_prior(y_index: np.ndarray | None, n_classes: int, kind: str = "y") -> np.ndarray:
+    """The log class prior the debiasing calibrations aim at: the class
+    frequencies of ``y_index`` with one pseudo-text per class (so a class seen
+    once is not taken as near-impossible), or uniform (``kind="uniform"`` or no
+    labels)."""
+    if kind == "uniform" or y_index is None or len(y_index) == 0:
+        return np.full(n_classes, -np.log(n_classes))
+    counts = np.bincount(y_index, minlength=n_classes).astype(np.float64) + 1.0
+    return np.log(counts / counts.sum())
 
 
-def batch_bias(log_proba: np.ndarray) -> np.ndarray:
-    """The bias of batch calibration: log of each class's mean probability."""
-    return _mean_log(log_proba)
+def contextual_bias(content_free_log_proba: np.ndarray, log_prior: np.ndarray | None = None) -> np.ndarray:
+    """The bias of contextual calibration: log of the mean content-free
+    probabilities, over the log prior they should have had (uniform if None)."""
+    return _mean_log(content_free_log_proba) - (0.0 if log_prior is None else log_prior)
+
+
+def batch_bias(log_proba: np.ndarray, log_prior: np.ndarray | None = None) -> np.ndarray:
+    """The bias of batch calibration: log of each class's mean probability,
+    over the log prior the batch's mean should match (uniform if None)."""
+    return _mean_log(log_proba) - (0.0 if log_prior is None else log_prior)
 
 
 def debias(log_proba: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -62,18 +96,43 @@ def debias(log_proba: np.ndarray, bias: np.ndarray) -> np.ndarray:
     return shifted - logsumexp(shifted, axis=1, keepdims=True)
 
 
+def index_weights(class_weight: Any, classes: Sequence[Any]) -> Any:
+    """``class_weight`` keyed by class index, as the learned calibration's
+    regressions see the classes (None and "balanced" pass through); a key
+    that is no class is refused by name."""
+    if not isinstance(class_weight, dict):
+        return class_weight
+    known = list(classes)
+    unknown = [c for c in class_weight if c not in known]
+    if unknown:
+        raise ValueError(f"class_weight names {unknown[0]!r}, which is not a class of y; the classes are {known}")
+    return {k: float(class_weight.get(c, 1.0)) for k, c in enumerate(known)}
+
+
 @dataclass
 class LearnedCalibrator:
     """K logistic regressions on (n, n_classes) log-probabilities, each fitted
-    on K-1 folds of the training rows; predictions average them."""
+    on K-1 folds of the training rows at the ``C`` whose out-of-fold log-loss
+    was lowest; predictions average them."""
 
     models: list[Any] = field(default_factory=list)
+    C: float = 1.0
+    class_weight: Any = None
 
     @classmethod
-    def fit(cls, log_proba: np.ndarray, y_index: np.ndarray, n_classes: int, *, random_state: Any) -> LearnedCalibrator:
-        """Fits on rows with class indices ``y_index``. Raises ValueError when a
-        class has fewer than 2 rows (no fold could hold it out and keep it)."""
-        from sklearn.linear_model import LogisticRegression
+    def fit(
+        cls,
+        log_proba: np.ndarray,
+        y_index: np.ndarray,
+        n_classes: int,
+        *,
+        random_state: Any,
+        class_weight: Any = None,
+        Cs: Sequence[float] = LEARNED_CS,
+    ) -> LearnedCalibrator:
+        """Fits on rows with class indices ``y_index``, choosing ``C`` among
+        ``Cs`` by cross-fitted log-loss. Raises ValueError when a class has
+        fewer than 2 rows (no fold could hold it out and keep it)."""
         from sklearn.model_selection import StratifiedKFold
 
         counts = np.bincount(y_index, minlength=n_classes)
@@ -85,13 +144,20 @@ class LearnedCalibrator:
                 "to fit, lower few_shot, or use calibration='batch' or 'contextual'"
             )
         k = int(min(5, counts.min()))
-        folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state)
-        models = []
-        for train, _ in folds.split(log_proba, y_index):
-            model = LogisticRegression(C=1.0, max_iter=1000)
-            model.fit(log_proba[train], y_index[train])
-            models.append(model)
-        return cls(models)
+        folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state).split(log_proba, y_index))
+        best: tuple[float, float, list[Any]] | None = None
+        for C in Cs:
+            models, held_out = [], np.zeros((len(y_index), n_classes))
+            for train, test in folds:
+                model = _logistic(C, class_weight).fit(log_proba[train], y_index[train])
+                held_out[np.ix_(test, model.classes_)] = model.predict_proba(log_proba[test])
+                models.append(model)
+            rows = np.arange(len(y_index))
+            loss = float(-np.mean(np.log(np.clip(held_out[rows, y_index], 1e-15, None))))
+            if best is None or loss < best[0] - 1e-12:
+                best = (loss, C, models)
+        assert best is not None
+        return cls(best[2], best[1], class_weight)
 
     def log_proba(self, log_proba: np.ndarray, n_classes: int) -> np.ndarray:
         """Averaged calibrated probabilities, as logs, columns in class order."""
@@ -101,19 +167,51 @@ class LearnedCalibrator:
         return np.log(np.clip(total / len(self.models), 1e-300, None))
 
 
+def _logistic(C: float, class_weight: Any) -> Any:
+    """A logistic regression on standardised log-probabilities (their scale
+    differs by model and prompt, so one ``C`` grid fits all)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    pipeline = make_pipeline(StandardScaler(), LogisticRegression(C=C, class_weight=class_weight, max_iter=1000))
+    return _WithClasses(pipeline)
+
+
+class _WithClasses:
+    """A fitted pipeline with its final step's ``classes_`` at the top."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.pipeline = pipeline
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> _WithClasses:
+        self.pipeline.fit(X, y)
+        self.classes_ = self.pipeline[-1].classes_
+        self.n_features_in_ = self.pipeline[-1].n_features_in_
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return self.pipeline.predict_proba(X)
+
+
 def calibrate(
-    log_proba: np.ndarray, kind: str | None, bias: np.ndarray | None, calibrator: LearnedCalibrator | None
+    log_proba: np.ndarray,
+    kind: str | None,
+    bias: np.ndarray | None,
+    calibrator: LearnedCalibrator | None,
+    log_prior: np.ndarray | None = None,
 ) -> np.ndarray:
     """Applies calibration ``kind`` with what fit estimated (``bias`` or the
     learned ``calibrator``) to (n, n_classes) log-probabilities. Batch
-    calibration uses the call's own texts when there are ``MIN_BATCH`` or more."""
+    calibration uses the call's own texts when there are ``MIN_BATCH`` or
+    more, aiming their mean at ``log_prior`` (uniform if None)."""
     if kind is None or log_proba.shape[0] == 0:
         return log_proba
     if kind == "learned":
         assert calibrator is not None
         return calibrator.log_proba(log_proba, log_proba.shape[1])
     if kind == "batch" and log_proba.shape[0] >= MIN_BATCH:
-        return debias(log_proba, batch_bias(log_proba))
+        return debias(log_proba, batch_bias(log_proba, log_prior))
     assert bias is not None
     return debias(log_proba, bias)
 

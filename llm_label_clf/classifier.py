@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._fitting import fit_joint, fit_output, fit_separate
 from ._inputs import as_records
 from ._params import check_params
+from ._sklearn import TransformOutput, drop_fitted, text_classifier_tags
 from ._targets import as_target, stack_columns, subset_accuracy
 from .builtin_model import DEFAULT_MODEL
 from .calibration import calibrate
@@ -35,7 +36,7 @@ from .reading.plan import ClassReads
 __all__ = ["LLMLabelClassifier"]
 
 
-class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
+class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     """Zero-shot text classifier over an LLM's next-token label logprobs.
 
     Parameters
@@ -145,7 +146,18 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         when every training text is an example; a text's probabilities depend
         on its batch-mates); "learned" fits a logistic regression on the label
         log-probabilities of the training texts (not those used as few-shot
-        examples), cross-fitted over up to 5 folds.
+        examples), cross-fitted over up to 5 folds, its regularisation ``C``
+        chosen by their log-loss. What each assumes: ``calibration.py``;
+        ``LLMLabelClassifierCV`` chooses among them by cross-validation.
+    calibration_prior : {"y", "uniform"}, default="y"
+        What "contextual" and "batch" map the bias to: "y", the training
+        labels' class frequencies (smoothed by one text per class; uniform
+        when fit has no ``y``), so imbalanced data stays imbalanced; "uniform",
+        balanced classes, as the papers assume. ``class_prior_`` holds it.
+    class_weight : dict, "balanced" or None, default=None
+        The learned calibration's class weights (scikit-learn's
+        ``LogisticRegression`` meaning): "balanced" keeps a rare class from
+        being given up to the majority, at some cost in log-loss.
     multioutput_read : {"separate", "joint"}, default="separate"
         For a 2-D ``y`` (several outputs). "separate": each output is its own
         read of the text (its own prompt, any ``label_mode``), and the reads
@@ -181,6 +193,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         The training rows shown as few-shot examples (in prompt order).
     few_shot_prefix_ : str
         The rendered few-shot block.
+    class_prior_ : ndarray
+        The class prior the debiasing calibrations aim at, in ``classes_`` order.
     calibration_bias_ : ndarray or None
         The contextual or batch calibration's bias (log probabilities).
     calibrator_ : LearnedCalibrator or None
@@ -218,6 +232,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         threshold: float = 0.5,
         few_shot: int = 0,
         calibration: str | None = None,
+        calibration_prior: str = "y",
+        class_weight: Mapping[Any, float] | str | None = None,
         multioutput_read: str = "separate",
     ) -> None:
         self.model = model
@@ -240,6 +256,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         self.threshold = threshold
         self.few_shot = few_shot
         self.calibration = calibration
+        self.calibration_prior = calibration_prior
+        self.class_weight = class_weight
         self.multioutput_read = multioutput_read
 
     # ------------------------------------------------------------------ fit
@@ -273,8 +291,7 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
                 "the classes (zero-shot); otherwise pass y, one label per text"
             )
         target = None if y is None else as_target(y, len(records))
-        for attribute in [a for a in vars(self) if a.endswith("_") and not a.startswith("_")]:
-            delattr(self, attribute)  # a refit starts from nothing, whatever the last fit set
+        drop_fitted(self)  # a refit starts from nothing, whatever the last fit set
         if target is None or target.kind == "single":
             column = None if target is None else target.columns[0]
             vars(self).update(fit_output(self, records, column, self._engine))
@@ -318,7 +335,8 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
 
     def _finish(self, reads: ClassReads) -> np.ndarray:
         self._check_mass(reads)
-        return calibrate(reads.log_proba(), self.calibration, self.calibration_bias_, self.calibrator_)
+        log_prior = np.log(self.class_prior_)
+        return calibrate(reads.log_proba(), self.calibration, self.calibration_bias_, self.calibrator_, log_prior)
 
     def _check_mass(self, reads: ClassReads) -> None:
         if self.low_mass == "ignore" or reads.class_logprobs.shape[0] == 0:
@@ -451,10 +469,6 @@ class LLMLabelClassifier(ClassifierMixin, BaseEstimator):
         return frame
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.input_tags.one_d_array = True
-        tags.input_tags.two_d_array = False
-        tags.input_tags.string = True
-        tags.non_deterministic = False
+        tags = text_classifier_tags(super().__sklearn_tags__())
         tags.target_tags.multi_output = True
         return tags

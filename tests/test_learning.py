@@ -68,9 +68,13 @@ def test_few_shot_that_fills_the_context_is_a_clear_error(engine):
 
 
 def test_contextual_calibration_divides_by_content_free_probabilities(plain, sst2):
+    """Content-free inputs are mapped to the training labels' class prior
+    (``calibration_prior="y"``, smoothed by one text per class)."""
     X, y = sst2
     clf = make_classifier(calibration="contextual", low_mass="ignore").fit(X, y)
-    bias = mean_log(plain.predict_log_proba(list(CONTENT_FREE_INPUTS)))
+    counts = np.array([(y == c).sum() + 1 for c in clf.classes_])
+    np.testing.assert_allclose(clf.class_prior_, counts / counts.sum())
+    bias = mean_log(plain.predict_log_proba(list(CONTENT_FREE_INPUTS))) - np.log(clf.class_prior_)
     np.testing.assert_allclose(clf.calibration_bias_, bias, atol=1e-9)
     np.testing.assert_allclose(clf.predict_log_proba(X), debiased(plain.predict_log_proba(X), bias), atol=1e-9)
 
@@ -78,12 +82,13 @@ def test_contextual_calibration_divides_by_content_free_probabilities(plain, sst
 def test_batch_calibration_uses_the_call_or_the_training_texts(plain, sst2):
     X, y = sst2
     clf = make_classifier(calibration="batch", low_mass="ignore").fit(X, y)
+    log_prior = np.log(clf.class_prior_)
     base = plain.predict_log_proba(X)
     got = clf.predict_log_proba(X)
-    np.testing.assert_allclose(got, debiased(base, mean_log(base)), atol=1e-9)
-    np.testing.assert_allclose(np.exp(got).mean(axis=0), 0.5, atol=0.1)  # the batch is rebalanced
+    np.testing.assert_allclose(got, debiased(base, mean_log(base) - log_prior), atol=1e-9)
+    np.testing.assert_allclose(np.exp(got).mean(axis=0), clf.class_prior_, atol=0.1)  # the batch gets the prior
     small = clf.predict_log_proba(X[:3])  # fewer than 16 texts: the bias from fit's texts
-    np.testing.assert_allclose(small, debiased(base[:3], mean_log(base)), atol=1e-9)
+    np.testing.assert_allclose(small, debiased(base[:3], mean_log(base) - log_prior), atol=1e-9)
 
 
 def test_learned_calibration_is_cross_fitted_outside_the_examples(plain, sst2):

@@ -12,6 +12,7 @@ def test_all_is_pinned():
     assert sorted(llm_label_clf.__all__) == [
         "GenerationError",
         "LLMLabelClassifier",
+        "LLMLabelClassifierCV",
         "LabelRead",
         "LabelWordsWarning",
         "LowLabelMassWarning",
@@ -23,6 +24,8 @@ def test_all_is_pinned():
         "get_engine",
         "get_remote_engine",
         "next_token_label_reads",
+        "score_dask_dataframe",
+        "score_ray_dataset",
         "shutdown_engines",
         "shutdown_remote_engines",
     ]

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..engines.handle import Engine
 from ..engines.loop import run_on_loop, run_sync
+from .cache import with_cache
 from .plan import ClassReads, concat_reads
 from .render import Encoded, warn_truncated
 
@@ -105,7 +106,9 @@ def _chunks(
     reads (plans' outputs in order), stacked over the chunks in input order.
     A chunk's ``offset`` is the index of its first record in ``records``. The
     bar is shown when ``progress`` and the expected reads (texts x reads per
-    text, summed over the plans) exceed ``PROGRESS_MIN_READS``."""
+    text, summed over the plans) exceed ``PROGRESS_MIN_READS``. Inside an
+    active ``ReadCache`` the reading plans read through it."""
+    plans = with_cache(plans)
     reads = sum(reads_per_text(plan) for plan in plans)
     step = chunk_size(reads, batch_size)
     bounds = [(start, min(start + step, len(records))) for start in range(0, len(records), step)]

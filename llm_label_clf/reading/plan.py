@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .batches import read_sequence_logprobs
+from .batches import LabelScores, read_sequence_logprobs
 from .label_trie import LabelTrie
 from .pruned import read_sequence_logprobs_pruned
 from .render import Encoded, PromptLayout
@@ -104,18 +104,37 @@ class ReadingPlan:
         """Reads ``prompts`` (token ids) on ``engine``: one ``ClassReads`` (this
         plan answers one output). ``offset`` is the index of ``prompts[0]`` in
         the caller's input, so errors name the caller's items."""
+        return [self.finish(await self.read_sequences(engine, prompts, offset=offset))]
+
+    async def read_sequences(self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> LabelScores:
+        """The engine's part of ``read``: every label sequence's logprob after
+        each prompt, and the model's own first token."""
         if self.prune_margin is None:
-            scores = await read_sequence_logprobs(engine, prompts, self.trie, offset=offset)
-        else:
-            pruned = await read_sequence_logprobs_pruned(
-                engine, prompts, self.trie, self.prune_margin, lengths=self.lengths, offset=offset
-            )
-            scores = pruned.scores
+            return await read_sequence_logprobs(engine, prompts, self.trie, offset=offset)
+        pruned = await read_sequence_logprobs_pruned(
+            engine, prompts, self.trie, self.prune_margin, lengths=self.lengths, offset=offset
+        )
+        return pruned.scores
+
+    def finish(self, scores: LabelScores) -> ClassReads:
+        """The arithmetic part of ``read``: sequence logprobs -> class logprobs
+        (aliases summed) and the scores the softmax runs over (length-normalised
+        under ``length_norm``)."""
         class_lp = self.class_logprobs(scores.logprobs)
         scored = class_lp
         if self.lengths is not None and class_lp.shape[0]:
             scored = self.class_logprobs(scores.logprobs / np.array(self.lengths)[None, :])
-        return [ClassReads(class_lp, scored, scores.top_token)]
+        return ClassReads(class_lp, scored, scores.top_token)
+
+    @property
+    def sequences_key(self) -> tuple[Any, ...]:
+        """What decides ``read_sequences``' answer for a given prompt: the label
+        sequences read, and for a pruned read its margin and length divisors.
+        Plans that differ only in how they finish (aliases, ``length_norm``)
+        share it, so one read of a prompt serves them all."""
+        if self.prune_margin is None:
+            return (self.trie.sequences,)
+        return (self.trie.sequences, self.prune_margin, self.lengths)
 
     def class_logprobs(self, sequence_lp: np.ndarray) -> np.ndarray:
         """Per class, the log of the summed probability of its sequences."""

@@ -1,0 +1,138 @@
+"""Scoring ``LLMLabelClassifierCV``'s candidates from reads already made.
+
+Every candidate's held-out probabilities on a fold are computed from its
+reader's reads of the training texts, by the same functions the fitted
+estimator uses (``calibration``): nothing here reads. The scores come from
+scikit-learn's scorers, run on a stand-in estimator that returns those
+probabilities, so any ``scoring`` a ``GridSearchCV`` takes works here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from ._candidates import Candidate
+from .calibration import (
+    LearnedCalibrator,
+    batch_bias,
+    calibrate,
+    class_prior,
+    contextual_bias,
+    index_weights,
+)
+from .reading.plan import ClassReads
+
+__all__ = ["FoldProbabilities", "ReaderReads", "StackingHead", "fold_log_proba", "score_fold"]
+
+
+@dataclass(frozen=True)
+class ReaderReads:
+    """One reader's reads of every training text (``reads``), of the
+    content-free inputs (``content_free``, log-probabilities), and the rows it
+    shows as few-shot examples (``shown``)."""
+
+    reads: ClassReads
+    content_free: np.ndarray
+    shown: tuple[int, ...]
+
+
+class StackingHead(ClassifierMixin, BaseEstimator):
+    """The stacked candidate's model: the learned calibration's regression
+    (standardised features, ``C`` chosen by cross-fitted log-loss, averaged
+    over the folds) on every reader's label logprobs side by side."""
+
+    def __init__(self, class_weight: Any = None, random_state: int | None = None) -> None:
+        self.class_weight = class_weight
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> StackingHead:
+        self.classes_, y_index = np.unique(y, return_inverse=True)
+        weights = index_weights(self.class_weight, self.classes_.tolist())
+        self.calibrator_ = LearnedCalibrator.fit(
+            np.asarray(X, dtype=np.float64), y_index, len(self.classes_),
+            random_state=self.random_state, class_weight=weights,
+        )
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return np.exp(self.calibrator_.log_proba(np.asarray(X, dtype=np.float64), len(self.classes_)))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def fold_log_proba(
+    candidate: Candidate,
+    readers: Sequence[ReaderReads],
+    y_index: np.ndarray,
+    classes: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    random_state: int,
+) -> np.ndarray:
+    """``candidate``'s log-probabilities of the ``test`` rows, fitted on the
+    ``train`` rows' labels: as ``fit`` on those rows then ``predict_log_proba``
+    would give them, from the reads alone."""
+    n_classes = len(classes)
+    if candidate.reader is None:
+        features = np.hstack([r.reads.class_logprobs for r in readers])
+        head = StackingHead(candidate.params["class_weight"], random_state)
+        head.fit(features[train], classes[y_index[train]])
+        return np.log(np.clip(head.predict_proba(features[test]), 1e-300, None))
+    reader = readers[candidate.reader]
+    params = candidate.params
+    log_proba = reader.reads.log_proba()
+    kind = params["calibration"]
+    shown = set(reader.shown)
+    rows = np.array([i for i in train if i not in shown], dtype=np.int64)
+    log_prior = class_prior(y_index[train], n_classes, params.get("calibration_prior", "y"))
+    bias, calibrator = None, None
+    if kind == "contextual" or (kind == "batch" and rows.size == 0):
+        bias = contextual_bias(reader.content_free, log_prior)
+    elif kind == "batch":
+        bias = batch_bias(log_proba[rows], log_prior)
+    elif kind == "learned":
+        weights = index_weights(params.get("class_weight"), classes.tolist())
+        calibrator = LearnedCalibrator.fit(
+            log_proba[rows], y_index[rows], n_classes, random_state=random_state, class_weight=weights
+        )
+    return calibrate(log_proba[test], kind, bias, calibrator, log_prior)
+
+
+class FoldProbabilities(ClassifierMixin, BaseEstimator):
+    """A stand-in fitted classifier for scikit-learn's scorers: its "texts"
+    are row numbers, its probabilities those computed for the rows."""
+
+    def __init__(self, classes: np.ndarray, proba: np.ndarray) -> None:
+        self.classes = classes
+        self.proba = proba
+
+    def fit(self, X: Any, y: Any = None) -> FoldProbabilities:
+        self.classes_ = np.asarray(self.classes)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        return self.proba[np.asarray(X, dtype=np.int64).ravel()]
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        return np.log(np.clip(self.predict_proba(X), 1e-300, None))
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def score_fold(
+    scorer: Callable[..., Any], log_proba: np.ndarray, classes: np.ndarray, y_test: np.ndarray
+) -> dict[str, float]:
+    """The scores of one candidate on one fold, by scorer name ("score" for a
+    single scorer)."""
+    stand_in = FoldProbabilities(classes, np.exp(log_proba)).fit(None)
+    rows = np.arange(len(y_test)).reshape(-1, 1)
+    result = scorer(stand_in, rows, y_test)
+    if isinstance(result, dict):
+        return {name: float(value) for name, value in result.items()}
+    return {"score": float(result)}

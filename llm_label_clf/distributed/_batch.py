@@ -1,0 +1,117 @@
+"""One batch (a Ray Data batch or a Dask partition, as a pandas DataFrame)
+scored with a fitted estimator: the input columns handed to it as ``X``, each
+method called once, and the batch's columns returned with the scores beside
+them. A row the estimator refuses (an error naming an item of the batch) is
+re-raised naming the dataset's own row: its ``id_column`` value, or else its
+place in the batch and the start of its text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..exceptions import GenerationError
+from ._columns import calls, check_collisions, output_frame
+
+__all__ = ["score_batch"]
+
+#: How the estimator names an item of ``X`` in its ValueErrors ("X item 3",
+#: "X row 3 (index ...)"); GenerationError carries the items themselves.
+_ITEM = re.compile(r"\bX (?:item|row) (\d+)\b")
+_TEXT_SHOWN = 60
+
+
+def _as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series | pd.DataFrame:
+    """``X`` for the estimator: one column as texts (they fill ``{text}``), or
+    several as a DataFrame (they fill the prompt fields of their names)."""
+    wanted = [input_columns] if isinstance(input_columns, str) else list(input_columns)
+    missing = [c for c in wanted if c not in batch.columns]
+    if missing:
+        raise ValueError(
+            f"input column(s) {missing} not in the data, whose columns are "
+            f"{[str(c) for c in batch.columns]}: set input_columns to the text column(s)"
+        )
+    if isinstance(input_columns, str):
+        return batch[input_columns].reset_index(drop=True)
+    return batch[wanted].reset_index(drop=True)
+
+
+def _failed_items(exc: Exception, n: int) -> list[int]:
+    """The batch items ``exc`` names (GenerationError's ``items``, or the first
+    "X item i" of a ValueError's message), within ``range(n)``."""
+    if isinstance(exc, GenerationError):
+        return [i for i in exc.items if 0 <= i < n]
+    found = _ITEM.search(str(exc))
+    return [int(found.group(1))] if found and int(found.group(1)) < n else []
+
+
+def _describe(
+    batch: pd.DataFrame, items: list[int], id_column: str | None, x: Any, by_index: bool
+) -> tuple[str, list[Any]]:
+    """Words naming the failed rows, and their ids (or batch positions)."""
+    if id_column is not None or by_index:
+        values = batch.index if id_column is None else batch[id_column]
+        name = "index" if id_column is None else id_column
+        ids = [values[i] if id_column is None else values.iloc[i] for i in items]
+        ids = [i.item() if isinstance(i, np.generic) else i for i in ids]
+        shown = ids if len(ids) <= 20 else [*ids[:20], "..."]
+        return (f"the row with {name}={ids[0]!r}" if len(ids) == 1 else f"rows with {name} in {shown}"), ids
+    first = items[0]
+    row = x.iloc[first]
+    text = row if not isinstance(row, pd.Series) else " | ".join(map(str, row.tolist()))
+    words = f"item {first} of a batch of {len(batch)} rows (text {str(text)[:_TEXT_SHOWN]!r})"
+    if len(items) > 1:
+        words += f" and items {items[1:21]} of that batch"
+    return words + " (pass id_column= to name rows by their ids)", items
+
+
+def _renamed(
+    exc: Exception, method: str, batch: pd.DataFrame, id_column: str | None, x: Any, by_index: bool
+) -> Exception | None:
+    """``exc`` re-made to name the dataset's rows, or None when it names none."""
+    if not isinstance(exc, ValueError | GenerationError):
+        return None
+    items = _failed_items(exc, len(batch))
+    if not items:
+        return None
+    where, ids = _describe(batch, items, id_column, x, by_index)
+    message = f"{method} failed on {where}: {exc}"
+    new: Exception = GenerationError(message, ids) if isinstance(exc, GenerationError) else ValueError(message)
+    new.row_ids = ids  # type: ignore[attr-defined]
+    return new
+
+
+def score_batch(
+    estimator: Any,
+    batch: pd.DataFrame,
+    methods: Sequence[str],
+    input_columns: str | Sequence[str],
+    id_column: str | None,
+    *,
+    by_index: bool = False,
+) -> pd.DataFrame:
+    """``batch`` with the scores of ``methods`` beside its columns, rows in
+    order, index kept. Row errors are re-raised naming the row (see module):
+    by ``id_column``, else by the batch's index label when ``by_index`` (a
+    Dask partition's index is the frame's), else by place and text."""
+    if id_column is not None and id_column not in batch.columns:
+        raise ValueError(
+            f"id_column {id_column!r} not in the data, whose columns are {[str(c) for c in batch.columns]}"
+        )
+    x = _as_x(batch, input_columns)
+    results = {}
+    for method in calls(methods):
+        try:
+            results[method] = getattr(estimator, method)(x) if len(batch) else None
+        except (ValueError, GenerationError) as exc:
+            renamed = _renamed(exc, method, batch, id_column, x, by_index)
+            if renamed is None:
+                raise
+            raise renamed from exc
+    scores = output_frame(estimator, methods, results if len(batch) else None, len(batch), index=batch.index)
+    check_collisions(batch.columns, scores.columns)
+    return pd.concat([batch, scores], axis=1)

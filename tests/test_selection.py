@@ -1,0 +1,249 @@
+"""Cross-validated selection (``LLMLabelClassifierCV``) on the real engine:
+each way of reading is read once per training text, every candidate's fold
+scores equal what fitting that candidate on the fold would give, the refit
+reads nothing new, and the ``*CV`` conventions of scikit-learn hold. Plus the
+class-prior-aware calibrations and the learned calibration's class weights."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.pipeline import Pipeline
+
+from helpers import SST2_TEMPLATE, make_classifier
+from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
+from llm_label_clf._cv_scores import ReaderReads, fold_log_proba
+from llm_label_clf.calibration import class_prior
+
+N_TEXTS = 48
+PROMPTS = [SST2_TEMPLATE, {"prompt": "Text: {text}\nIs it {labels}?\nAnswer:", "instructions": None}]
+READ_TOLERANCE = 1e-6  # float32 reads of the same prompt in other batches
+#: float32 reads of a long few-shot prompt move by up to ~2e-5 between a prefix
+#: cache hit and a miss (conftest), so repeated predictions agree to this
+CACHE_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def sst2(sst2_all):
+    X, y = sst2_all
+    return X[:N_TEXTS], y[:N_TEXTS]
+
+
+@pytest.fixture(scope="module")
+def selected(engine, sst2):
+    X, y = sst2
+    base = make_classifier(random_state=0, low_mass="ignore")
+    cv = LLMLabelClassifierCV(
+        base, prompts=PROMPTS, few_shots=(0, 1), cv=3, scoring=["neg_log_loss", "accuracy", "f1_macro"],
+        refit="neg_log_loss",
+    )
+    return cv.fit(X, y)
+
+
+def test_every_candidate_is_scored_in_grid_search_layout(selected):
+    results = selected.cv_results_
+    frame = pd.DataFrame(results)
+    # 4 readers x (None, contextual, batch, learned x 2 class weights) + 2 stacked
+    assert len(frame) == 4 * 5 + 2
+    for metric in ("neg_log_loss", "accuracy", "f1_macro"):
+        splits = np.column_stack([results[f"split{k}_test_{metric}"] for k in range(3)])
+        np.testing.assert_allclose(results[f"mean_test_{metric}"], splits.mean(axis=1))
+        assert np.all(np.isfinite(splits))
+    best = selected.best_index_
+    assert results["rank_test_neg_log_loss"][best] == 1
+    assert selected.best_score_ == results["mean_test_neg_log_loss"][best] == results["mean_test_neg_log_loss"].max()
+    assert selected.best_params_ == results["params"][best]
+    assert set(frame["param_calibration"].dropna()) == {"contextual", "batch", "learned"}
+    assert selected.n_splits_ == 3
+
+
+def test_each_way_of_reading_is_read_once_and_the_refit_reads_nothing(selected, sst2):
+    """Single-token labels: one read per text per reader, plus its three
+    content-free inputs; calibrations, folds and the refit add none."""
+    X, _ = sst2
+    cost = selected.fit_cost_
+    assert cost["engine_reads"] == 4 * (len(X) + 3)
+    assert cost["texts"] == len(X)
+    assert cost["zero_shot_passes"] == pytest.approx(4 * (len(X) + 3) / len(X))
+
+
+def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, engine):
+    """Zero-shot candidates of the first prompt: the held-out log-probabilities
+    the selection computed from its reads equal an LLMLabelClassifier with
+    those parameters fitted on the fold's training rows and predicting its
+    test rows (which reads again)."""
+    X, y = sst2
+    X_arr = np.array(X, dtype=object)
+    base = make_classifier(random_state=0, low_mass="ignore")
+    reader = clone(base).fit(X, y)
+    reads = reader._read(X)[0]
+    free = reader._read(["N/A", "", "[MASK]"])[0].log_proba()
+    readers = [ReaderReads(reads, free, ())]
+    classes = reader.classes_
+    y_index = np.searchsorted(classes, y)
+    rng = np.random.RandomState(3)
+    test = np.sort(rng.choice(len(X), 12, replace=False))
+    train = np.setdiff1d(np.arange(len(X)), test)
+    seed = np.random.RandomState(0).randint(2**31 - 1)
+    for params in (
+        {"calibration": None},
+        {"calibration": "contextual", "calibration_prior": "y"},
+        {"calibration": "batch", "calibration_prior": "uniform"},
+        {"calibration": "learned", "class_weight": "balanced"},
+    ):
+        from llm_label_clf._candidates import Candidate
+
+        got = fold_log_proba(Candidate(0, params), readers, y_index, classes, train, test, seed)
+        fitted = clone(base).set_params(**params).fit(list(X_arr[train]), y[train])
+        want = fitted.predict_log_proba(list(X_arr[test]))
+        np.testing.assert_allclose(got, want, atol=READ_TOLERANCE, err_msg=str(params))
+
+
+def test_refit_is_the_best_candidate_on_every_text(selected, sst2):
+    X, y = sst2
+    best = selected.best_estimator_
+    if isinstance(best, Pipeline):
+        assert selected.best_params_["stack"] is True
+    else:
+        assert isinstance(best, LLMLabelClassifier)
+        for key, value in selected.best_params_.items():
+            assert best.get_params()[key] == value
+    proba = selected.predict_proba(X)
+    np.testing.assert_array_equal(proba, best.predict_proba(X))
+    np.testing.assert_array_equal(selected.classes_, np.unique(y))
+    assert selected.predict(X).dtype == y.dtype
+    assert selected.score(X, y) == np.mean(selected.predict(X) == y)
+
+
+def test_stacked_candidate_refits_as_a_pipeline_of_the_readers(selected, sst2):
+    """The stacked model: a FeatureUnion of every reader's label logprobs and
+    a logistic regression; fitted from the cache, it reads nothing new."""
+    X, y = sst2
+    stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
+    from llm_label_clf._candidates import Candidate
+    from llm_label_clf.reading.cache import ReadCache
+
+    cache = ReadCache()
+    with cache.active():
+        model = selected._refit(
+            make_classifier(random_state=0, low_mass="ignore"), selected.readers_,
+            Candidate(None, selected.cv_results_["params"][stacked]), X, y,
+        )
+    # a fresh cache: every reader reads each text once, nothing more
+    assert cache.reads == len(selected.readers_) * len(X)
+    assert isinstance(model, Pipeline)
+    assert len(model.named_steps["features"].transformer_list) == 4
+    proba = model.predict_proba(X[:8])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert model.predict(X[:8]).dtype == y.dtype
+
+
+def test_few_shot_examples_are_drawn_as_the_refit_draws_them_and_never_scored(selected, sst2):
+    X, y = sst2
+    rows = set(LLMLabelClassifier(prompt=SST2_TEMPLATE, few_shot=1, random_state=0, progress=False).fit(X, y)
+               .few_shot_rows_)
+    other = PROMPTS[1]["prompt"]
+    rows |= set(LLMLabelClassifier(prompt=other, few_shot=1, random_state=0, progress=False).fit(X, y).few_shot_rows_)
+    assert set(selected.example_rows_) == rows
+    assert len(rows) >= 2
+
+
+def test_clone_and_pickle(selected, sst2):
+    X, _ = sst2
+    fresh = clone(selected)
+    assert fresh.get_params()["prompts"] == selected.prompts
+    assert not hasattr(fresh, "best_estimator_")
+    again = pickle.loads(pickle.dumps(selected))
+    np.testing.assert_allclose(again.predict_proba(X[:6]), selected.predict_proba(X[:6]), atol=CACHE_TOLERANCE)
+
+
+def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine, sst2):
+    X, y = sst2
+    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False, cv=2)
+    one = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(X, y)
+    assert "mean_test_score" in one.cv_results_ and len(one.cv_results_["params"]) == 2
+    assert one.scorer_ is not None and one.best_params_["calibration"] in (None, "batch")
+    assert one.best_score_ == pytest.approx(
+        np.mean([one.cv_results_[f"split{k}_test_score"][one.best_index_] for k in range(2)])
+    )
+    with pytest.raises(ValueError, match="refit must name the one that chooses"):
+        LLMLabelClassifierCV(make_classifier(low_mass="ignore"), scoring=["accuracy", "neg_log_loss"], **small).fit(X, y)
+
+
+def test_bad_candidates_and_targets_are_named(engine, sst2):
+    X, y = sst2
+    with pytest.raises(ValueError, match=r"candidate .*'calibration': 'sideways'.*calibration='sideways'"):
+        LLMLabelClassifierCV(calibrations=[None, "sideways"], prompts=[None], few_shots=[0]).fit(X, y)
+    with pytest.raises(ValueError, match=r"prompts\[1\] is a int"):
+        LLMLabelClassifierCV(prompts=[None, 3]).fit(X, y)
+    with pytest.raises(ValueError, match="few_shots must be a non-empty list"):
+        LLMLabelClassifierCV(few_shots=[]).fit(X, y)
+    with pytest.raises(ValueError, match="chooses for one output"):
+        LLMLabelClassifierCV().fit(X, np.column_stack([y, y]))
+    with pytest.raises(ValueError, match="estimator must be an LLMLabelClassifier"):
+        LLMLabelClassifierCV(estimator="gpt").fit(X, y)
+
+
+# --- calibrations under class imbalance ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def imbalanced(sst2_all):
+    """40 negative and 8 positive SST-2 reviews (17% positive), in dataset order."""
+    X, y = sst2_all
+    neg = np.flatnonzero(y == "negative")[:40]
+    pos = np.flatnonzero(y == "positive")[:8]
+    rows = np.sort(np.concatenate([neg, pos]))
+    return [X[i] for i in rows], y[rows]
+
+
+def test_batch_calibration_aims_at_the_training_prior(engine, imbalanced):
+    """With the prior from y, the calibrated batch's mean probability lands
+    near the (smoothed) class frequency (debiasing renormalises each text, so
+    not exactly on it); with a uniform prior near 1/2 each."""
+    X, y = imbalanced
+    clf = make_classifier(calibration="batch", low_mass="ignore").fit(X, y)
+    prior = np.exp(class_prior(np.searchsorted(clf.classes_, y), 2))
+    np.testing.assert_allclose(clf.class_prior_, prior)
+    np.testing.assert_allclose(clf.class_prior_, [41 / 50, 9 / 50])
+    with_prior = clf.predict_proba(X).mean(axis=0)
+    uniform = make_classifier(calibration="batch", calibration_prior="uniform", low_mass="ignore").fit(X, y)
+    balanced = uniform.predict_proba(X).mean(axis=0)
+    np.testing.assert_allclose(with_prior, prior, atol=0.06)
+    np.testing.assert_allclose(balanced, 0.5, atol=0.06)
+    assert (clf.predict(X) == "negative").sum() > (uniform.predict(X) == "negative").sum()
+
+
+def test_contextual_bias_includes_the_prior(engine, imbalanced):
+    X, y = imbalanced
+    with_prior = make_classifier(calibration="contextual", low_mass="ignore").fit(X, y)
+    uniform = make_classifier(calibration="contextual", calibration_prior="uniform", low_mass="ignore").fit(X, y)
+    np.testing.assert_allclose(
+        with_prior.calibration_bias_, uniform.calibration_bias_ + np.log(0.5) - np.log(with_prior.class_prior_),
+        atol=1e-12,
+    )
+
+
+def test_balanced_class_weight_keeps_the_rare_class(engine, imbalanced):
+    """The learned calibration with balanced weights gives the rare class more
+    probability than unweighted, and its regularisation was chosen."""
+    X, y = imbalanced
+    plain = make_classifier(calibration="learned", random_state=0, low_mass="ignore").fit(X, y)
+    balanced = make_classifier(
+        calibration="learned", class_weight="balanced", random_state=0, low_mass="ignore"
+    ).fit(X, y)
+    assert plain.calibrator_.C in (0.01, 0.1, 1.0, 10.0, 100.0)
+    rare = list(plain.classes_).index("positive")
+    assert balanced.predict_proba(X)[:, rare].mean() > plain.predict_proba(X)[:, rare].mean()
+    weighted = make_classifier(
+        calibration="learned", class_weight={"positive": 4.0}, random_state=0, low_mass="ignore"
+    ).fit(X, y)
+    assert weighted.calibrator_.class_weight == {0: 1.0, 1: 4.0}
+    with pytest.raises(ValueError, match="class_weight names 'neutral', which is not a class"):
+        make_classifier(calibration="learned", class_weight={"neutral": 2.0}).fit(X, y)
+    with pytest.raises(ValueError, match="class_weight='heavy' must be None, 'balanced' or a mapping"):
+        make_classifier(class_weight="heavy").fit(X, y)
