@@ -171,7 +171,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc.get('load_avg_end', float('nan')):.1f} at end. Train/test drawn at random, stratified, "
         "seed 0; the selection sees only the training texts.",
     ]
-    for size, datasets in doc["runs"].items():
+    for size, datasets in sorted(doc["runs"].items(), key=lambda item: int(item[0])):
         lines += ["", f"## {size} training texts", "",
                   "| dataset | mode | accuracy | macro-F1 | log-loss | ECE |", "|---|---|---:|---:|---:|---:|"]
         for name, rows in datasets.items():
@@ -209,16 +209,19 @@ def main() -> None:
     parser.add_argument("--train", type=int, nargs="+", default=[64])
     parser.add_argument("--test", type=int, default=300)
     parser.add_argument("--datasets", nargs="+", default=DEFAULT_DATASETS, choices=list(DATASETS))
+    parser.add_argument("--merge", action="store_true", help="keep the other sizes/datasets already in the results")
     args = parser.parse_args()
     from bench.report import machine
 
     from llm_label_clf import engine_info
 
     doc: dict[str, Any] = {"test": args.test, "machine": machine(), "load_avg_start": os.getloadavg()[0], "runs": {}}
+    if args.merge and (RESULTS / "selection.json").exists():
+        doc["runs"] = json.loads((RESULTS / "selection.json").read_text())["runs"]
     for size in args.train:
-        doc["runs"][size] = {}
+        doc["runs"].setdefault(str(size), {})
         for name in args.datasets:
-            doc["runs"][size][name] = one_dataset(name, size, args.test)
+            doc["runs"][str(size)][name] = one_dataset(name, size, args.test)
             info = engine_info()
             doc["engine_dtype"] = (info["engines"][0]["settings"] or {}).get("dtype", "?") if info["engines"] else "?"
             doc["load_avg_end"] = os.getloadavg()[0]

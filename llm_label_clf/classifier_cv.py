@@ -11,7 +11,9 @@ rows are in every fold's training part and never scored."""
 
 from __future__ import annotations
 
+import numbers
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,7 +83,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         chooses; ``cv_results_`` holds them all.
     cv : int, cross-validation generator or iterable, default=5
         Folds of the training texts not shown as few-shot examples
-        (stratified for an int).
+        (stratified for an int). An int larger than the smallest class's
+        count is lowered to that count (at least 2), with a warning, so a
+        handful of labelled texts still cross-validates.
     refit : bool or str, default=True
         Refit the best candidate on all training texts (from the same reads).
 
@@ -245,7 +249,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         examples (each fold's training part gets the shown rows) and sets
         ``cv_results_`` and the ``best_*`` attributes."""
         pool = np.array([i for i in range(len(records)) if i not in set(shown)], dtype=np.int64)
-        splitter = check_cv(self.cv, y_index[pool], classifier=True)
+        splitter = check_cv(_fold_count(self.cv, y_index[pool]), y_index[pool], classifier=True)
         folds = [
             (np.concatenate([np.array(shown, dtype=np.int64), pool[train]]), pool[test])
             for train, test in splitter.split(pool.reshape(-1, 1), y_index[pool])
@@ -322,6 +326,26 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = text_classifier_tags(super().__sklearn_tags__())
         return tags
+
+
+def _fold_count(cv: Any, y_index: np.ndarray) -> Any:
+    """``cv`` itself, or for an int above the smallest class's count that
+    count (at least 2): stratified folds need a member of each class in each
+    fold, and few labelled texts are this estimator's common case."""
+    if not isinstance(cv, numbers.Integral) or isinstance(cv, bool):
+        return cv
+    counts = np.bincount(y_index)
+    least = int(counts[counts > 0].min())
+    if least >= cv:
+        return cv
+    lowered = max(2, least)
+    warnings.warn(
+        f"LLMLabelClassifierCV: the smallest class has {least} text(s) outside the few-shot examples, "
+        f"fewer than cv={cv}; using {lowered} stratified folds. Pass more labelled texts or a smaller cv.",
+        UserWarning,
+        stacklevel=4,
+    )
+    return lowered
 
 
 def _results(found: list[Candidate], per_split: list[list[dict[str, float]]]) -> dict[str, Any]:

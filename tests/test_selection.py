@@ -174,6 +174,17 @@ def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine,
         LLMLabelClassifierCV(make_classifier(low_mass="ignore"), scoring=["accuracy", "neg_log_loss"], **small).fit(X, y)
 
 
+def test_few_labelled_texts_lower_the_fold_count_with_a_warning(engine, sst2):
+    X, y = sst2
+    rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:3]])
+    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False)
+    with pytest.warns(UserWarning, match=r"smallest class has 3 text\(s\).*cv=5; using 3 stratified folds"):
+        cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(
+            [X[i] for i in rows], y[rows]
+        )
+    assert cv.n_splits_ == 3 and len(cv.cv_results_["split2_test_score"]) == 2
+
+
 def test_bad_candidates_and_targets_are_named(engine, sst2):
     X, y = sst2
     with pytest.raises(ValueError, match=r"candidate .*'calibration': 'sideways'.*calibration='sideways'"):
