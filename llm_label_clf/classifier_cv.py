@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.metrics import check_scoring
+from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import check_cv
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils import check_random_state
@@ -80,7 +80,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         is a pipeline of a ``FeatureUnion`` of the readers and that model.
     scoring : str, callable, list, dict or None, default="neg_log_loss"
         As ``GridSearchCV``'s. Several metrics: ``refit`` names the one that
-        chooses; ``cv_results_`` holds them all.
+        chooses; ``cv_results_`` holds them all. "neg_log_loss" is told every
+        class, so a fold whose held-out part lacks a rare class is still
+        scored (``GridSearchCV`` fails such a fold).
     cv : int, cross-validation generator or iterable, default=5
         Folds of the training texts not shown as few-shot examples
         (stratified for an int). An int larger than the smallest class's
@@ -190,7 +192,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                     check_params(clone(base).set_params(**c.params))
                 except ValueError as exc:
                     raise ValueError(f"{name}: candidate {c.params}: {exc}") from None
-        self.scorer_ = check_scoring(base, scoring=self.scoring)
+        self.scorer_ = _scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache()
         with cache.active():
             fitted, reads = self._read_all(base, readers, X, records, y_values)
@@ -249,22 +251,44 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         examples (each fold's training part gets the shown rows) and sets
         ``cv_results_`` and the ``best_*`` attributes."""
         pool = np.array([i for i in range(len(records)) if i not in set(shown)], dtype=np.int64)
-        splitter = check_cv(_fold_count(self.cv, y_index[pool]), y_index[pool], classifier=True)
-        folds = [
-            (np.concatenate([np.array(shown, dtype=np.int64), pool[train]]), pool[test])
-            for train, test in splitter.split(pool.reshape(-1, 1), y_index[pool])
-        ]
+        cv = _fold_count(self.cv, y_index[pool])
+        splitter = check_cv(cv, y_index[pool], classifier=True)
+        with warnings.catch_warnings():
+            if cv is not self.cv:  # said already, in _fold_count's words
+                warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
+            folds = [
+                (np.concatenate([np.array(shown, dtype=np.int64), pool[train]]), pool[test])
+                for train, test in splitter.split(pool.reshape(-1, 1), y_index[pool])
+            ]
         self.n_splits_ = len(folds)
         seed = self._seed()
-        per_split: list[list[dict[str, float]]] = []
+        per_split: list[list[dict[str, float] | None]] = []
+        failures: list[str] = []
         for c in found:
-            scores = []
-            for train, test in folds:
-                log_proba = fold_log_proba(c, reads, y_index, classes, train, test, seed)
+            scores: list[dict[str, float] | None] = []
+            for k, (train, test) in enumerate(folds):
+                try:
+                    log_proba = fold_log_proba(c, reads, y_index, classes, train, test, seed)
+                except ValueError as exc:  # GridSearchCV's error_score=nan: this candidate cannot fit this fold
+                    if not any(s is None for s in scores):
+                        failures.append(f"candidate {c.params} on fold {k}: {exc}")
+                    scores.append(None)
+                    continue
                 scores.append(score_fold(self.scorer_, log_proba, classes, classes[y_index[test]]))
             per_split.append(scores)
-        self.cv_results_ = _results(found, per_split)
-        metric = self._refit_metric(list(per_split[0][0]))
+        names = next((list(s) for scores in per_split for s in scores if s is not None), None)
+        if names is None:
+            raise ValueError(f"{type(self).__name__}: no candidate could be scored on any fold; " + "; ".join(failures))
+        if failures:
+            warnings.warn(
+                f"{type(self).__name__}: {len(failures)} candidate(s) could not be fitted on some folds; their score "
+                f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
+                UserWarning,
+                stacklevel=3,
+            )
+        filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
+        self.cv_results_ = _results(found, filled)
+        metric = self._refit_metric(names)
         self.best_index_ = int(np.argmin(self.cv_results_[f"rank_test_{metric}"]))
         self.best_params_ = dict(found[self.best_index_].params)
         self.best_score_ = float(self.cv_results_[f"mean_test_{metric}"][self.best_index_])
@@ -328,6 +352,20 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return tags
 
 
+def _scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
+    """``check_scoring``'s scorer, with "neg_log_loss" given ``labels``: with a
+    few labelled texts a rare class is missing from some held-out folds, and
+    log-loss without the class list refuses such a fold."""
+    log_loss_scorer = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
+    if isinstance(scoring, str):
+        return log_loss_scorer if scoring == "neg_log_loss" else check_scoring(estimator, scoring=scoring)
+    if isinstance(scoring, list | tuple | set) and all(isinstance(name, str) for name in scoring):
+        scoring = {name: name for name in scoring}
+    if isinstance(scoring, dict):
+        scoring = {key: (log_loss_scorer if value == "neg_log_loss" else value) for key, value in scoring.items()}
+    return check_scoring(estimator, scoring=scoring)
+
+
 def _fold_count(cv: Any, y_index: np.ndarray) -> Any:
     """``cv`` itself, or for an int above the smallest class's count that
     count (at least 2): stratified folds need a member of each class in each
@@ -339,8 +377,9 @@ def _fold_count(cv: Any, y_index: np.ndarray) -> Any:
     if least >= cv:
         return cv
     lowered = max(2, least)
+    alone = " (held out in one fold only)" if least < 2 else ""
     warnings.warn(
-        f"LLMLabelClassifierCV: the smallest class has {least} text(s) outside the few-shot examples, "
+        f"LLMLabelClassifierCV: the smallest class has {least} text(s) outside the few-shot examples{alone}, "
         f"fewer than cv={cv}; using {lowered} stratified folds. Pass more labelled texts or a smaller cv.",
         UserWarning,
         stacklevel=4,
@@ -365,5 +404,7 @@ def _results(found: list[Candidate], per_split: list[list[dict[str, float]]]) ->
         mean = table.mean(axis=1)
         results[f"mean_test_{metric}"] = mean
         results[f"std_test_{metric}"] = table.std(axis=1)
-        results[f"rank_test_{metric}"] = rankdata(-mean, method="min").astype(np.int32)
+        # NaN (a candidate that failed on a fold) ranks last, as in GridSearchCV
+        ranked = rankdata(np.where(np.isnan(mean), np.inf, -mean), method="min")
+        results[f"rank_test_{metric}"] = ranked.astype(np.int32)
     return results

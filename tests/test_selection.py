@@ -185,6 +185,36 @@ def test_few_labelled_texts_lower_the_fold_count_with_a_warning(engine, sst2):
     assert cv.n_splits_ == 3 and len(cv.cv_results_["split2_test_score"]) == 2
 
 
+def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
+    """One text of a third class: it sits in one held-out fold only. The
+    default log-loss is computed over every class on the other fold too, and
+    the learned calibration, which cannot fit a class seen once, scores NaN
+    there and ranks last (GridSearchCV's error_score=nan) instead of failing
+    the whole fit."""
+    X, y = sst2
+    rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:5]])
+    texts, labels = [X[i] for i in rows], np.append(y[rows[:-1]], "neutral")
+    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch", "learned"],
+                 class_weights=[None], stack=False)
+    with pytest.warns(UserWarning) as caught:
+        cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(texts, labels)
+    said = " | ".join(str(w.message) for w in caught)
+    assert "smallest class has 1 text(s) outside the few-shot examples (held out in one fold only)" in said
+    assert "could not be fitted on some folds" in said and "'learned'" in said
+    assert "least populated class" not in said  # scikit-learn's own warning is not repeated
+    assert cv.n_splits_ == 2 and list(cv.classes_) == ["negative", "neutral", "positive"]
+    calibrations = [p["calibration"] for p in cv.cv_results_["params"]]
+    learned = calibrations.index("learned")
+    for i, calibration in enumerate(calibrations):
+        split_scores = [cv.cv_results_[f"split{k}_test_score"][i] for k in range(2)]
+        if calibration == "learned":
+            assert np.isnan(split_scores).any()
+        else:
+            assert np.all(np.isfinite(split_scores)) and max(split_scores) < 0
+    assert cv.cv_results_["rank_test_score"][learned] == len(calibrations)
+    assert cv.best_params_["calibration"] in (None, "batch")
+
+
 def test_bad_candidates_and_targets_are_named(engine, sst2):
     X, y = sst2
     with pytest.raises(ValueError, match=r"candidate .*'calibration': 'sideways'.*calibration='sideways'"):
@@ -258,3 +288,65 @@ def test_balanced_class_weight_keeps_the_rare_class(engine, imbalanced):
         make_classifier(calibration="learned", class_weight={"neutral": 2.0}).fit(X, y)
     with pytest.raises(ValueError, match="class_weight='heavy' must be None, 'balanced' or a mapping"):
         make_classifier(class_weight="heavy").fit(X, y)
+
+
+# --- against scikit-learn's own search and nesting -----------------------------
+
+
+def test_cv_results_equal_a_plain_grid_search_at_a_fraction_of_the_reads(engine, sst2, monkeypatch):
+    """GridSearchCV over the same candidates, folds and scorer fits and
+    predicts every candidate on every fold, reading each time; the selection
+    gets the same scores from one read per text. The engine reads are counted
+    by a pass-through wrapper around the read (it changes no result)."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    import llm_label_clf.reading.plan as plan_module
+
+    X, y = sst2[0][:24], sst2[1][:24]
+    folds = StratifiedKFold(3)
+    base = make_classifier(random_state=0, low_mass="ignore")
+    ours = LLMLabelClassifierCV(
+        base, prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "contextual", "batch", "learned"],
+        class_weights=[None], stack=False, cv=folds,
+    ).fit(X, y)
+    grid = [{name: [value] for name, value in params.items()} for params in ours.cv_results_["params"]]
+    counted: list[int] = []
+    read = plan_module.read_sequence_logprobs
+
+    async def counting(engine, prompts, trie, **kwargs):
+        counted.append(len(prompts) * len(trie.reads))
+        return await read(engine, prompts, trie, **kwargs)
+
+    monkeypatch.setattr(plan_module, "read_sequence_logprobs", counting)
+    search = GridSearchCV(base, grid, cv=folds, scoring="neg_log_loss", refit=False).fit(X, y)
+    assert len(search.cv_results_["params"]) == len(ours.cv_results_["params"]) == 4
+    for key in ["mean_test_score", "split0_test_score", "split1_test_score", "split2_test_score"]:
+        np.testing.assert_allclose(ours.cv_results_[key], search.cv_results_[key], atol=1e-5, err_msg=key)
+    np.testing.assert_array_equal(ours.cv_results_["rank_test_score"], search.cv_results_["rank_test_score"])
+    assert ours.fit_cost_["engine_reads"] == len(X) + 3
+    assert sum(counted) >= 4 * ours.fit_cost_["engine_reads"]
+
+
+def test_nested_in_cross_val_score_inside_a_pipeline(engine, sst2):
+    """An outer cross_val_score over a Pipeline holding the selection scores
+    each outer fold as fitting the selection on that fold would."""
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    X, y = np.array(sst2[0][:24], dtype=object), sst2[1][:24]
+    selection = LLMLabelClassifierCV(
+        make_classifier(random_state=0, low_mass="ignore"), prompts=[SST2_TEMPLATE], few_shots=[0],
+        calibrations=[None, "batch"], stack=False, cv=2,
+    )
+    strip = FunctionTransformer(lambda texts: [str(t).strip() for t in texts])
+    outer = StratifiedKFold(2)
+    scores = cross_val_score(make_pipeline(strip, selection), X, y, cv=outer, scoring="accuracy")
+    expected = [
+        clone(selection).fit([str(t).strip() for t in X[train]], y[train]).score(
+            [str(t).strip() for t in X[test]], y[test]
+        )
+        for train, test in outer.split(X, y)
+    ]
+    np.testing.assert_allclose(scores, expected)
+    assert 0.0 <= scores.min() and scores.max() <= 1.0
