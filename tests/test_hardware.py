@@ -35,7 +35,8 @@ def test_bf16_only_where_the_cpu_computes_it(no_overrides, cpu, capability, dtyp
 
 def test_a_onednn_cap_below_bf16_counts_as_emulated(no_overrides, monkeypatch):
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert choose_cpu_dtype(AMX)[0] == "float32"
+    chosen, why = choose_cpu_dtype(AMX)
+    assert chosen == "float32" and "ONEDNN_MAX_CPU_ISA=AVX2 caps this AMX CPU below native bf16" in why
 
 
 def test_the_environment_and_the_users_options_win(no_overrides, monkeypatch):

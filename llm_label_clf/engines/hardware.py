@@ -78,4 +78,8 @@ def choose_cpu_dtype(cpu: CpuInfo) -> tuple[str, str]:
         return chosen, f"set by {DTYPE_ENV}"
     if cpu.native_bf16:
         return "auto", f"the model's own dtype: the CPU computes bf16 natively ({cpu.capability})"
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap in _EMULATING_ISA_CAPS and cpu.flags & {"amx_bf16", "avx512_bf16", "bf16"}:
+        return "float32", (f"float32: ONEDNN_MAX_CPU_ISA={cap} caps this {cpu.capability} CPU below native bf16, "
+                           "where bf16 is emulated (~4x slower)")
     return "float32", f"float32: the CPU has no native bf16 ({cpu.capability}), where bf16 is emulated (~4x slower)"
