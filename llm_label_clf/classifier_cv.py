@@ -45,6 +45,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     """``LLMLabelClassifier`` with its way of reading and its calibration
     chosen by cross-validation on the training data.
 
+    As ``LogisticRegressionCV`` chooses ``C``: every candidate (prompt x
+    few-shot count x calibration x ..., and a stacked logistic regression) is
+    scored on stratified folds of the labelled texts, and the best is refitted
+    on all of them.
+
     Each candidate list below is searched as a grid (as ``GridSearchCV``'s
     ``param_grid``); parameters not searched come from ``estimator``. Cheap by
     construction: each distinct prompt is read once per training text (plus
@@ -54,10 +59,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    estimator : LLMLabelClassifier or None
+    estimator : LLMLabelClassifier or None, default=None
         The parameters not searched (model, engine, labels, ...). None: the
         default ``LLMLabelClassifier()``.
-    prompts : list or None
+    prompts : list or None, default=None
         Prompt candidates: a template string, None (the default template), or
         a dict with ``prompt``, ``instructions`` and ``chat``. None tries the
         default template, one naming the labels in an instruction line
@@ -65,13 +70,17 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         one as a chat turn.
     few_shots : list of int, default=(0, 4)
         Few-shot counts (examples per class). The examples are drawn from the
-        training data as ``few_shot`` draws them and are never scored.
+        training data as ``few_shot`` draws them and are never scored. A
+        count that would leave fewer than 4 texts, or one class only, to score
+        by is left out, with a warning (so a handful of labelled texts falls
+        back to zero-shot readers).
     calibrations : list, default=(None, "contextual", "batch", "learned")
+        The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
         For "contextual" and "batch": the class priors to try ("y", "uniform").
     class_weights : list, default=(None, "balanced")
         For "learned" and the stacked candidate.
-    label_modes, length_norms, label_sets : list or None
+    label_modes, length_norms, label_sets : list or None, default=None
         Label modes, length norms and ``labels`` values (mappings with
         aliases, say) to try; None keeps the estimator's own.
     stack : bool, default=True
@@ -98,22 +107,56 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         ``mean_test_<score>``, ``std_test_<score>``, ``rank_test_<score>``
         (``<score>`` is "score" for one scorer); ``pandas.DataFrame(cv_results_)``
         reads it as ``GridSearchCV``'s.
-    best_index_, best_params_, best_score_ : int, dict, float
+    best_index_ : int
+        The best candidate's row in ``cv_results_``.
+    best_params_ : dict
+        The best candidate's parameters (estimator parameters, or
+        ``{"stack": True, "class_weight": ...}`` for the stacked candidate).
+    best_score_ : float
+        The best candidate's mean cross-validated score (negated log-loss by
+        default).
     best_estimator_ : LLMLabelClassifier or Pipeline
+        The best candidate refitted on every training text (with ``refit``):
+        what ``predict_proba`` and ``predict`` use.
     readers_ : list of dict
         The distinct ways of reading tried, as estimator parameters.
     example_rows_ : list of int
         Training rows some reader shows as few-shot examples: in every fold's
         training part, never scored.
     classes_ : ndarray
+        Class labels; the column order of ``predict_proba``.
     n_splits_ : int
-    scorer_ : callable
+        The number of folds used.
+    scorer_ : callable or dict
+        The scorer(s) built from ``scoring``.
     fit_cost_ : dict
         ``engine_reads`` made by fit (refit included), ``texts``, their
         ratio ``reads_per_text``, and ``zero_shot_passes``: engine reads over
         those of one zero-shot read of the training texts.
     refit_time_ : float
         Seconds the refit took.
+
+    See Also
+    --------
+    LLMLabelClassifier : the estimator whose parameters are searched.
+
+    Examples
+    --------
+    The candidates are checked at ``fit``, before any engine starts:
+
+    >>> from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
+    >>> search = LLMLabelClassifierCV(LLMLabelClassifier(random_state=0), few_shots=(0, 4), cv=3)
+    >>> search.get_params()["calibrations"]
+    (None, 'contextual', 'batch', 'learned')
+
+    Fitting reads each training text once per way of reading:
+
+    >>> search.fit(texts, labels)  # doctest: +SKIP
+    >>> search.best_params_  # doctest: +SKIP
+    {'prompt': 'Question: {text}\\nAnswer type:', 'few_shot': 4, 'calibration': 'learned', ...}
+    >>> pd.DataFrame(search.cv_results_).sort_values("rank_test_score")  # doctest: +SKIP
+    >>> search.fit_cost_  # doctest: +SKIP
+    {'engine_reads': 204, 'texts': 48, 'reads_per_text': 4.25, 'zero_shot_passes': 4.25}
     """
 
     def __init__(
@@ -159,8 +202,31 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return clone(self.estimator)
 
     def fit(self, X: Any, y: Any) -> LLMLabelClassifierCV:
-        """Reads the training texts once per reader, scores every candidate on
-        the folds from those reads, and refits the best (reading nothing new)."""
+        """Reads the training texts once per reader, scores every candidate, refits the best.
+
+        Every candidate is scored on the folds from those reads, and the refit
+        reads nothing new.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The labelled texts.
+        y : array-like of shape (n_texts,)
+            Their labels (one output; for several outputs use one
+            ``LLMLabelClassifierCV`` per output, or ``GridSearchCV``).
+
+        Returns
+        -------
+        self : LLMLabelClassifierCV
+            The fitted search.
+
+        Raises
+        ------
+        ValueError
+            ``y`` is missing or has several outputs, ``estimator`` is not an
+            ``LLMLabelClassifier``, or a candidate has a bad parameter (naming
+            the candidate).
+        """
         name = type(self).__name__
         base = self._base()
         records = as_records(X)
@@ -177,7 +243,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         readers, found = candidates(
             base.get_params(),
             prompts=self.prompts,
-            few_shots=self.few_shots,
+            few_shots=_usable_few_shots(self.few_shots, y_values),
             label_modes=self.label_modes,
             length_norms=self.length_norms,
             label_sets=self.label_sets,
@@ -332,18 +398,64 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return self.best_estimator_
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """The best candidate's probabilities, columns in ``classes_`` order."""
+        """The best candidate's probabilities.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts, n_classes)
+            Columns in ``classes_`` order; rows sum to 1.
+        """
         return self._best().predict_proba(X)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
+        """The log of ``predict_proba`` (probabilities clipped at 1e-300).
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts, n_classes)
+            Columns in ``classes_`` order.
+        """
         return np.log(np.clip(self.predict_proba(X), 1e-300, None))
 
     def predict(self, X: Any) -> np.ndarray:
-        """The best candidate's most probable class of each text."""
+        """The best candidate's most probable class of each text.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts,)
+            Classes of ``classes_``'s dtype.
+        """
         return self._best().predict(X)
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Binary: the log-odds of ``classes_[1]``; else the log-probabilities."""
+        """Scores for each text: log-odds (binary) or log-probabilities.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray
+            Binary: the log-odds of ``classes_[1]``, shape (n_texts,); else
+            the log-probabilities, shape (n_texts, n_classes).
+        """
         log_proba = self.predict_log_proba(X)
         return log_proba[:, 1] - log_proba[:, 0] if log_proba.shape[1] == 2 else log_proba
 
@@ -364,6 +476,41 @@ def _scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
     if isinstance(scoring, dict):
         scoring = {key: (log_loss_scorer if value == "neg_log_loss" else value) for key, value in scoring.items()}
     return check_scoring(estimator, scoring=scoring)
+
+
+def _usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
+    """``few_shots`` without the nonzero counts whose examples would leave too
+    little to score by: fewer than 4 texts outside the examples, or texts of
+    one class only (``few_shot`` takes at most a class's count as its
+    examples). Raises ValueError when no count is left. Anything but a list
+    of ints is passed on for ``candidates`` to name."""
+    if isinstance(few_shots, str) or not isinstance(few_shots, Sequence) or not few_shots:
+        return few_shots
+    if not all(isinstance(k, numbers.Integral) for k in few_shots):
+        return few_shots
+    counts = np.unique(y, return_counts=True)[1]
+
+    def scorable(k: int) -> bool:
+        left = np.maximum(counts - k, 0)
+        return k == 0 or (left.sum() >= 4 and np.count_nonzero(left) >= 2)
+
+    kept = [k for k in few_shots if scorable(k)]
+    dropped = [k for k in few_shots if k not in kept]
+    if not kept:
+        raise ValueError(
+            f"LLMLabelClassifierCV: {len(y)} training texts in {len(counts)} classes: every few-shot count in "
+            f"few_shots={list(few_shots)} leaves fewer than 4 texts, or one class only, outside the examples to "
+            "score by; pass more labelled texts or include 0 in few_shots"
+        )
+    if dropped:
+        warnings.warn(
+            f"LLMLabelClassifierCV: few_shot={dropped} left out: with {len(y)} training texts in {len(counts)} "
+            "classes, that many examples per class leave fewer than 4 texts, or one class only, to score by; "
+            "pass more labelled texts to try them",
+            UserWarning,
+            stacklevel=4,
+        )
+    return kept
 
 
 def _fold_count(cv: Any, y_index: np.ndarray) -> Any:

@@ -174,15 +174,24 @@ def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine,
         LLMLabelClassifierCV(make_classifier(low_mass="ignore"), scoring=["accuracy", "neg_log_loss"], **small).fit(X, y)
 
 
-def test_few_labelled_texts_lower_the_fold_count_with_a_warning(engine, sst2):
+def test_few_labelled_texts_lower_the_fold_count_and_drop_few_shot_with_a_warning(engine, sst2):
+    """Nine texts, three positive: three examples per class would leave three
+    negatives and no positive to score, so few_shot=3 is left out (zero-shot
+    readers remain), and five folds become three."""
     X, y = sst2
     rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:3]])
-    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False)
-    with pytest.warns(UserWarning, match=r"smallest class has 3 text\(s\).*cv=5; using 3 stratified folds"):
-        cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(
+    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0, 3], calibrations=[None, "batch"], stack=False)
+    with pytest.warns(UserWarning) as caught:
+        cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit([X[i] for i in rows], y[rows])
+    said = " | ".join(str(w.message) for w in caught)
+    assert "few_shot=[3] left out: with 9 training texts in 2 classes" in said
+    assert "smallest class has 3 text(s)" in said and "cv=5; using 3 stratified folds" in said
+    assert cv.n_splits_ == 3 and len(cv.cv_results_["split2_test_score"]) == 2
+    assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0} and cv.example_rows_ == []
+    with pytest.raises(ValueError, match=r"9 training texts in 2 classes: every few-shot count in few_shots=\[3\]"):
+        LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **{**small, "few_shots": [3]}).fit(
             [X[i] for i in rows], y[rows]
         )
-    assert cv.n_splits_ == 3 and len(cv.cv_results_["split2_test_score"]) == 2
 
 
 def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
