@@ -71,9 +71,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     few_shots : list of int, default=(0, 4)
         Few-shot counts (examples per class). The examples are drawn from the
         training data as ``few_shot`` draws them and are never scored. A
-        count that would leave fewer than 4 texts, or one class only, to score
-        by is left out, with a warning (so a handful of labelled texts falls
-        back to zero-shot readers).
+        count that would leave fewer than 4 texts, or fewer than 2 classes
+        with 2 texts, to score by is lowered to the largest count that leaves enough (or left out
+        when none does), with a warning.
     calibrations : list, default=(None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -479,11 +479,12 @@ def _scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
 
 
 def _usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
-    """``few_shots`` without the nonzero counts whose examples would leave too
-    little to score by: fewer than 4 texts outside the examples, or texts of
-    one class only (``few_shot`` takes at most a class's count as its
-    examples). Raises ValueError when no count is left. Anything but a list
-    of ints is passed on for ``candidates`` to name."""
+    """``few_shots`` with each nonzero count whose examples would leave too
+    little to score by (fewer than 4 texts outside the examples, or fewer than
+    2 classes with 2 texts; ``few_shot`` takes at most a class's count) lowered to the
+    largest count that leaves enough, or left out when none does. Raises
+    ValueError when no count is left. Anything but a list of ints is passed
+    on for ``candidates`` to name."""
     if isinstance(few_shots, str) or not isinstance(few_shots, Sequence) or not few_shots:
         return few_shots
     if not all(isinstance(k, numbers.Integral) for k in few_shots):
@@ -492,21 +493,28 @@ def _usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
 
     def scorable(k: int) -> bool:
         left = np.maximum(counts - k, 0)
-        return k == 0 or (left.sum() >= 4 and np.count_nonzero(left) >= 2)
+        return k == 0 or (left.sum() >= 4 and np.count_nonzero(left >= 2) >= 2)
 
-    kept = [k for k in few_shots if scorable(k)]
-    dropped = [k for k in few_shots if k not in kept]
+    kept: list[int] = []
+    lowered: dict[int, int | None] = {}
+    for k in few_shots:
+        usable = next((j for j in range(int(k), 0, -1) if scorable(j)), 0) if k else 0
+        if usable != k:
+            lowered[int(k)] = usable or None
+        if (usable or not k) and usable not in kept:
+            kept.append(usable)
     if not kept:
         raise ValueError(
             f"LLMLabelClassifierCV: {len(y)} training texts in {len(counts)} classes: every few-shot count in "
-            f"few_shots={list(few_shots)} leaves fewer than 4 texts, or one class only, outside the examples to "
-            "score by; pass more labelled texts or include 0 in few_shots"
+            f"few_shots={list(few_shots)} leaves fewer than 4 texts, or fewer than 2 classes with 2 texts, outside "
+            "the examples to score by; pass more labelled texts or include 0 in few_shots"
         )
-    if dropped:
+    if lowered:
+        said = ", ".join(f"few_shot={k} {'lowered to ' + str(j) if j else 'left out'}" for k, j in lowered.items())
         warnings.warn(
-            f"LLMLabelClassifierCV: few_shot={dropped} left out: with {len(y)} training texts in {len(counts)} "
-            "classes, that many examples per class leave fewer than 4 texts, or one class only, to score by; "
-            "pass more labelled texts to try them",
+            f"LLMLabelClassifierCV: {said}: with {len(y)} training texts in {len(counts)} classes, more examples "
+            "per class would leave fewer than 4 texts, or fewer than 2 classes with 2 texts, to score by; pass "
+            "more labelled texts to try them",
             UserWarning,
             stacklevel=4,
         )

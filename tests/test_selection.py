@@ -174,24 +174,29 @@ def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine,
         LLMLabelClassifierCV(make_classifier(low_mass="ignore"), scoring=["accuracy", "neg_log_loss"], **small).fit(X, y)
 
 
-def test_few_labelled_texts_lower_the_fold_count_and_drop_few_shot_with_a_warning(engine, sst2):
-    """Nine texts, three positive: three examples per class would leave three
-    negatives and no positive to score, so few_shot=3 is left out (zero-shot
-    readers remain), and five folds become three."""
+def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(engine, sst2):
+    """Nine texts, three positive: three or two examples per class would leave
+    fewer than two positives to score, so few_shot=3 is lowered to 1; five
+    texts are too few for any examples, so few_shot is left out there. Five
+    folds become two: the smallest class has two texts to score."""
     X, y = sst2
     rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:3]])
     small = dict(prompts=[SST2_TEMPLATE], few_shots=[0, 3], calibrations=[None, "batch"], stack=False)
     with pytest.warns(UserWarning) as caught:
         cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit([X[i] for i in rows], y[rows])
     said = " | ".join(str(w.message) for w in caught)
-    assert "few_shot=[3] left out: with 9 training texts in 2 classes" in said
-    assert "smallest class has 3 text(s)" in said and "cv=5; using 3 stratified folds" in said
-    assert cv.n_splits_ == 3 and len(cv.cv_results_["split2_test_score"]) == 2
-    assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0} and cv.example_rows_ == []
-    with pytest.raises(ValueError, match=r"9 training texts in 2 classes: every few-shot count in few_shots=\[3\]"):
-        LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **{**small, "few_shots": [3]}).fit(
-            [X[i] for i in rows], y[rows]
-        )
+    assert "few_shot=3 lowered to 1: with 9 training texts in 2 classes" in said
+    assert "smallest class has 2 text(s) outside the few-shot examples" in said
+    assert "cv=5; using 2 stratified folds" in said
+    assert cv.n_splits_ == 2 and len(cv.cv_results_["split1_test_score"]) == 4
+    assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1} and len(cv.example_rows_) == 2
+    five = [X[i] for i in rows[[0, 1, 2, 6, 7]]], y[rows[[0, 1, 2, 6, 7]]]  # 3 negative, 2 positive
+    with pytest.warns(UserWarning) as caught:
+        few = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(*five)
+    assert "few_shot=3 left out" in " | ".join(str(w.message) for w in caught)
+    assert {p["few_shot"] for p in few.cv_results_["params"]} == {0} and few.example_rows_ == []
+    with pytest.raises(ValueError, match=r"5 training texts in 2 classes: every few-shot count in few_shots=\[3\]"):
+        LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **{**small, "few_shots": [3]}).fit(*five)
 
 
 def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
