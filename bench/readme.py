@@ -35,9 +35,10 @@ def update(markdown: str, readme: Path = README, name: str = "bench") -> bool:
 
 
 def update_everywhere(name: str, markdown: str) -> list[Path]:
-    """``update`` on README.md and on each docs page holding the markers;
-    returns the files changed."""
-    pages = [README] + [p for p in sorted((ROOT / "docs").rglob("*.md")) if f"<!-- {name}:start -->" in p.read_text()]
+    """``update`` on README.md and each docs page that hold the markers;
+    returns the files changed (none when no page holds them: the docs'
+    benchmarks page embeds ``bench/results/*.md`` itself)."""
+    pages = [p for p in [README, *sorted((ROOT / "docs").rglob("*.md"))] if f"<!-- {name}:start -->" in p.read_text()]
     return [page for page in pages if update(markdown, page, name)]
 
 

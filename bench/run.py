@@ -248,7 +248,7 @@ def main() -> None:
     (out / "summary.md").write_text(text)
     print(text)
     if not args.quick and not args.no_readme:
-        readme.update(text)
+        readme.update_everywhere("bench", text)
 
 
 if __name__ == "__main__":
