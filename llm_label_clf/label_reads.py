@@ -32,12 +32,22 @@ class EngineClientLike(Protocol):
 
 @dataclass(frozen=True)
 class LabelRead:
-    """One read's raw ``RequestOutput`` and its label logprobs."""
+    """One read's raw ``RequestOutput`` and its label logprobs.
+
+    Returned by :func:`next_token_label_reads`, one per input.
+
+    Attributes
+    ----------
+    result : vllm.RequestOutput
+        The engine's last output for the read (or the remote client's
+        equivalent).
+    logprobs : list of float
+        Full-vocabulary logprob of each label token, in ``logprob_token_ids``
+        order, or slot after slot with ``slots``.
+    """
 
     result: Any
     logprobs: list[float]
-    """Full-vocabulary logprob of each label token, in ``logprob_token_ids``
-    order, or slot after slot with ``slots``."""
 
     @property
     def top_token_ids(self) -> list[int]:
@@ -56,15 +66,64 @@ async def next_token_label_reads(
     priority: int = 0,
     slots: Sequence[Sequence[Slot]] | None = None,
 ) -> list[LabelRead]:
-    """Runs one read per input at once, as request ``{request_id}-{i}``. Each
-    read's params set ``max_tokens=1`` and the label tokens as
-    ``logprob_token_ids``. With ``slots``, read ``i`` takes the logprobs of each
-    (position, label ids) in ``slots[i]`` instead. Raises GenerationError naming
-    the item when a read has no output or lacks a label's logprob.
+    """Label logprobs from one next-token read per input, run at once.
 
-    Raises ValueError when the sequences differ in length (nothing is dropped),
-    and cancelling the call (Ctrl-C through the sync bridge) cancels every
-    unfinished read, which makes vLLM abort it."""
+    Each input is submitted as request ``{request_id}-{i}``; its sampling
+    params set ``max_tokens=1`` and the label tokens as ``logprob_token_ids``,
+    and its label logprobs are read from the engine's full-vocabulary
+    logprobs. Cancelling the call (Ctrl-C through the sync bridge) cancels
+    every unfinished read, which makes vLLM abort it.
+
+    Parameters
+    ----------
+    engine_client : object with vLLM's ``EngineClient.generate`` signature
+        vLLM's ``AsyncLLM``, or the remote client over vLLM servers.
+    engine_inputs : sequence
+        One prompt per read (vLLM's ``TokensPrompt`` or a string).
+    sampling_params : sequence of vllm.SamplingParams
+        One per input, e.g. ``SamplingParams(max_tokens=1, temperature=0.0,
+        logprob_token_ids=label_ids)``.
+    request_id : str
+        Prefix of the request ids; unique within the engine.
+    lora_request, trace_headers, priority
+        Passed to ``generate`` unchanged.
+    slots : sequence of sequence of (int, sequence of int), optional
+        Per input, the (output position, label ids) whose logprobs to take,
+        slot after slot, for reads that generate several tokens. None: the
+        first position and the params' ``logprob_token_ids``.
+
+    Returns
+    -------
+    list of LabelRead
+        One per input, in input order.
+
+    Raises
+    ------
+    GenerationError
+        When a read fails, has no output, or lacks a label's logprob; the
+        message names the item and ``items`` lists every failed input.
+    ValueError
+        When ``engine_inputs``, ``sampling_params`` and ``slots`` differ in
+        length (nothing is dropped).
+
+    Examples
+    --------
+    The core needs only ``generate``; a stand-in client shows the contract:
+
+    >>> import asyncio
+    >>> from types import SimpleNamespace as NS
+    >>> from llm_label_clf import next_token_label_reads
+    >>> class Client:  # yields what vLLM's AsyncLLM.generate yields, reduced
+    ...     async def generate(self, prompt, params, request_id, **kwargs):
+    ...         logprobs = {t: NS(logprob=-0.5 * t) for t in params.logprob_token_ids}
+    ...         yield NS(outputs=[NS(token_ids=[7], logprobs=[logprobs], finish_reason="length")])
+    >>> params = NS(logprob_token_ids=[1, 2])  # vllm.SamplingParams in real use
+    >>> reads = asyncio.run(next_token_label_reads(Client(), ["a", "b"], [params, params], "demo"))
+    >>> [read.logprobs for read in reads]
+    [[-0.5, -1.0], [-0.5, -1.0]]
+    >>> reads[0].top_token_ids  # the token the model itself chose
+    [7]
+    """
     if len(engine_inputs) != len(sampling_params):
         raise ValueError(
             f"{len(engine_inputs)} engine_inputs but {len(sampling_params)} "

@@ -1,7 +1,14 @@
 """One batch (a Ray Data batch or a Dask partition, as a pandas DataFrame)
 scored with a fitted estimator: the input columns handed to it as ``X``, each
 method called once, and the batch's columns returned with the scores beside
-them. A row the estimator refuses (an error naming an item of the batch) is
+them. The methods share one engine read of each prompt (a ``ReadCache``
+active for the batch): asking for ``predict_proba`` and ``transform`` costs
+one read, and their columns come from the same numbers (two reads of one
+prompt can differ in the last bits: on CPU, in float32, a prompt whose
+uncached part is one token, read alone in an engine step, came back ~2e-6
+nats off the same prompt read beside others).
+
+A row the estimator refuses (an error naming an item of the batch) is
 re-raised naming the dataset's own row: its ``id_column`` value, or else its
 place in the batch and the start of its text."""
 
@@ -15,14 +22,44 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import GenerationError
+from ..reading.cache import ReadCache
 from ._columns import calls, check_collisions, output_frame
 
-__all__ = ["score_batch"]
+__all__ = ["attach_engine", "llm_heads", "score_batch"]
 
 #: How the estimator names an item of ``X`` in its ValueErrors ("X item 3",
 #: "X row 3 (index ...)"); GenerationError carries the items themselves.
 _ITEM = re.compile(r"\bX (?:item|row) (\d+)\b")
 _TEXT_SHOWN = 60
+
+
+def llm_heads(estimator: Any) -> list[Any]:
+    """The ``LLMLabelClassifier``s that ``estimator`` reads with: itself, its
+    per-output estimators (``estimators_``), the winner of a search
+    (``best_estimator_``) and the steps of a ``Pipeline``."""
+    from ..classifier import LLMLabelClassifier
+
+    found, todo = [], [estimator]
+    while todo:
+        head = todo.pop(0)
+        if isinstance(head, LLMLabelClassifier):
+            found.append(head)
+        todo.extend(getattr(head, "estimators_", None) or [])
+        if getattr(head, "best_estimator_", None) is not None:
+            todo.append(head.best_estimator_)
+        todo.extend(step for _, step in getattr(head, "steps", None) or [])
+    return found
+
+
+def attach_engine(estimator: Any) -> None:
+    """Starts (or finds) the engine of every classifier ``estimator`` reads
+    with (``llm_heads``), in this process, before any batch: in a Ray actor a
+    model that cannot load then fails the actor's creation (which Ray Data
+    stops retrying after a few attempts) instead of every batch."""
+    from ..engines import engine_for
+
+    for head in llm_heads(estimator):
+        engine_for(head.model, head.base_url, head.engine_options, owner=type(head).__name__)
 
 
 def _as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series | pd.DataFrame:
@@ -104,14 +141,15 @@ def score_batch(
         )
     x = _as_x(batch, input_columns)
     results = {}
-    for method in calls(methods):
-        try:
-            results[method] = getattr(estimator, method)(x) if len(batch) else None
-        except (ValueError, GenerationError) as exc:
-            renamed = _renamed(exc, method, batch, id_column, x, by_index)
-            if renamed is None:
-                raise
-            raise renamed from exc
+    with ReadCache().active():  # one engine read per prompt, whatever the methods (see module)
+        for method in calls(methods):
+            try:
+                results[method] = getattr(estimator, method)(x) if len(batch) else None
+            except (ValueError, GenerationError) as exc:
+                renamed = _renamed(exc, method, batch, id_column, x, by_index)
+                if renamed is None:
+                    raise
+                raise renamed from exc
     scores = output_frame(estimator, methods, results if len(batch) else None, len(batch), index=batch.index)
     check_collisions(batch.columns, scores.columns)
     return pd.concat([batch, scores], axis=1)

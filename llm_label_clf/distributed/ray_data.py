@@ -8,13 +8,17 @@ servers of ``base_url``) and keeps it for its lifetime, so the model loads
 once per actor, not per batch. Execution is Ray Data's streaming one: the
 result is a lazy Dataset, nothing is materialised here.
 
-Fault tolerance: an actor that dies (its node lost, the process killed) is
-restarted by Ray (``max_restarts=-1``) and its in-flight batch re-run on it
-(``max_task_retries=3``: a batch that kills its actor four times fails the
-job instead of looping); a batch's output is only kept once it completes, so
-nothing is lost or duplicated. Row errors (the estimator refusing a text)
-are not retried: they fail the job with the row named (``id_column``), in
-Ray's ``RayTaskError(UserCodeException)``, whose message carries ours.
+Fault tolerance is Ray Data's own: an actor that dies (its node lost, the
+process killed) is restarted and its in-flight batch re-run (Ray Data's
+defaults for actor pools: ``max_restarts=-1``, ``max_task_retries=-1``, so a
+batch that kills every actor it lands on is retried without end; cap it with
+``ray_remote_args={"max_task_retries": 3}``); a batch's output is kept only
+once it completes, so nothing is lost or duplicated. An actor whose
+constructor fails (a model that cannot load) is not restarted: Ray Data
+starts new ones until ``DataContext.max_consecutive_actor_init_deaths``.
+Row errors (the estimator refusing a text) are not retried: they fail the
+job with the row named (``id_column``), in Ray's
+``RayTaskError(UserCodeException)``, whose message carries ours.
 
 Resources: ``num_cpus``/``num_gpus`` are per actor. On a CPU node one actor
 using every core is fastest (vLLM binds its threads to all the cores the
@@ -34,16 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ._batch import score_batch
+from ._batch import attach_engine, score_batch
 from ._columns import check_methods
 
 if TYPE_CHECKING:  # ray is an optional extra: imported when called, never by the package
     import ray.data
 
-__all__ = ["ACTOR_DEFAULTS", "score_ray_dataset"]
-
-#: Actor options applied unless ``ray_remote_args`` sets them (see module).
-ACTOR_DEFAULTS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": 3}
+__all__ = ["score_ray_dataset"]
 
 
 def _import_ray() -> Any:
@@ -54,21 +55,6 @@ def _import_ray() -> Any:
             "score_ray_dataset needs Ray Data: pip install 'llm_label_clf[ray]' (or 'ray[data]')"
         ) from exc
     return ray
-
-
-def attach_engine(estimator: Any) -> None:
-    """Starts (or finds) the engine of ``estimator`` and of each of its
-    per-output estimators in this process, so that a model that cannot load
-    fails the actor's creation (which Ray Data stops retrying after a few
-    attempts) instead of every batch. Estimators without an engine spec
-    (other scikit-learn estimators) attach on their first read, if at all."""
-    from ..classifier import LLMLabelClassifier
-    from ..engines import engine_for
-
-    heads = [estimator, *(getattr(estimator, "estimators_", None) or [])]
-    for head in heads:
-        if isinstance(head, LLMLabelClassifier):
-            engine_for(head.model, head.base_url, head.engine_options, owner=type(head).__name__)
 
 
 class EstimatorActor:
@@ -113,27 +99,74 @@ def score_ray_dataset(
     num_gpus: float | None = None,
     ray_remote_args: Mapping[str, Any] | None = None,
 ) -> ray.data.Dataset:
-    """A lazy Dataset: ``dataset``'s rows with the fitted ``estimator``'s scores
-    beside their columns. ``method`` (one or several of ``predict_proba``,
-    ``predict_log_proba``, ``predict``, ``decision_function``, ``transform``)
-    picks the columns: ``proba_<class>`` and ``predicted`` for
-    ``predict_proba``, ``get_feature_names_out()`` for ``transform``, and per
-    output / per label with several outputs or multi-label (``_columns``).
-    ``input_columns``: the text column (fills ``{text}``), or a list of columns
-    filling the prompt fields of their names. ``id_column`` names rows in
-    errors. ``batch_size`` rows go to an actor at once (None: one block); ``concurrency`` actors
-    (or a (min, max) autoscaling range), each with ``num_cpus``/``num_gpus``
-    and ``ray_remote_args`` (over ``ACTOR_DEFAULTS``).
+    """Scores a Ray Data ``Dataset`` with a fitted estimator, on a pool of actors.
 
-    Rows come back in input order only when the Dataset's
-    ``DataContext.execution_options.preserve_order`` is set; carry an id
-    column to join otherwise. Raises ValueError for an unknown method,
-    NotFittedError for an unfitted estimator, ImportError without Ray."""
+    A ``map_batches`` stage over actors that each attach one engine (embedded
+    vLLM, or the servers of the estimator's ``base_url``) in their
+    constructor and keep it for every batch. The estimator is pickled once
+    (plain data, never an engine). Rows come back in input order only when
+    the Dataset's ``DataContext.execution_options.preserve_order`` is set;
+    carry an id column to join otherwise.
+
+    Parameters
+    ----------
+    dataset : ray.data.Dataset
+        The rows to score.
+    estimator : LLMLabelClassifier
+        A fitted estimator.
+    method : str or list of str, default="predict_proba"
+        One or several of ``predict_proba``, ``predict_log_proba``,
+        ``predict``, ``decision_function``, ``transform``: they pick the
+        columns added (``proba_<class>`` and ``predicted`` for
+        ``predict_proba``, ``get_feature_names_out()`` for ``transform``; per
+        output or per label with several outputs or multi-label).
+    input_columns : str or list of str, default="text"
+        The text column (fills ``{text}``), or a list of columns filling the
+        prompt fields of their names.
+    id_column : str or None, default=None
+        The column that names rows in errors (else their place in the batch
+        and their text's start).
+    batch_size : int or None, default=256
+        Rows sent to an actor at once (None: one block).
+    concurrency : int or (int, int), default=1
+        Actors, or a (min, max) autoscaling range.
+    num_cpus, num_gpus : float or None
+        Resources per actor (defaults 1 and None). On a CPU node give one
+        actor all the cores.
+    ray_remote_args : dict or None, default=None
+        Further keyword arguments of ``map_batches`` (``memory``,
+        ``resources``, ``accelerator_type``, ``runtime_env``, ...; actor
+        options such as ``max_task_retries`` too, which Ray 2.60 deprecates
+        there).
+
+    Returns
+    -------
+    ray.data.Dataset
+        Lazy: ``dataset``'s rows with the scores beside their columns.
+
+    Raises
+    ------
+    ValueError
+        An unknown method, a ``batch_size`` below 1, or ``dataset`` not a
+        Dataset.
+    NotFittedError
+        ``estimator`` is not fitted.
+    ImportError
+        Ray is not installed (``pip install "llm_label_clf[ray]"``).
+
+    Examples
+    --------
+    >>> import ray  # doctest: +SKIP
+    >>> clf = LLMLabelClassifier(prompt="Review: {text}\\nSentiment:").fit(train.text, train.label)  # doctest: +SKIP
+    >>> scored = score_ray_dataset(ray.data.read_parquet("reviews/"), clf, id_column="id",
+    ...                            concurrency=4, num_gpus=1)  # doctest: +SKIP
+    >>> scored.write_parquet("scored/")  # id, text, proba_negative, proba_positive, predicted  # doctest: +SKIP
+    """
     ray = _import_ray()
     methods = check_methods(estimator, method)
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size={batch_size}: need at least one row per batch")
-    remote_args = {**ACTOR_DEFAULTS, **dict(ray_remote_args or {})}
+    remote_args = dict(ray_remote_args or {})
     resources = {k: v for k, v in {"num_cpus": num_cpus, "num_gpus": num_gpus}.items() if v is not None}
     if not isinstance(dataset, ray.data.Dataset):
         raise ValueError(f"dataset must be a ray.data.Dataset, got {type(dataset).__name__}")

@@ -81,12 +81,48 @@ def engine_count() -> int:
 
 
 def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine:
-    """The shared engine for ``(model, engine_options)``, started on first use.
-    ``engine_options`` are vLLM ``AsyncEngineArgs`` fields, passed through over
-    our defaults (``engine_settings``); options that resolve to the same
-    settings share one engine. A ``model`` that cannot be loaded (a missing
-    path, a hub id with no cached copy and no network) raises before vLLM is
-    imported (``model_source.check_model_source``)."""
+    """The process-wide embedded vLLM engine for ``(model, engine_options)``.
+
+    Started on first use (20 to 60 s on a CPU) and shared by every estimator
+    with the same model and resolved settings, clones included; a dead engine
+    is replaced on the next call. Engines stop at exit, or with
+    :func:`shutdown_engines`.
+
+    Parameters
+    ----------
+    model : str, default="smollm2-135m-instruct"
+        A built-in model name, a local Hugging Face folder, or a hub id.
+    engine_options : dict or None
+        vLLM ``AsyncEngineArgs`` fields, passed through over our defaults (on
+        CPU: eager mode, a 1 GiB KV cache, 32-token blocks and the dtype
+        chosen for this CPU; see :func:`engine_info`). Options that resolve to
+        the same settings share one engine.
+
+    Returns
+    -------
+    Engine
+        The handle the estimators read on: ``client`` (vLLM's ``AsyncLLM``),
+        ``tokenizer``, ``max_model_len`` and ``settings`` (what it was started
+        with).
+
+    Raises
+    ------
+    ModelNotFoundError
+        ``model`` is a local path that does not exist (before vLLM is imported).
+    ModelUnavailableError
+        ``model`` is a hub id with no cached copy and no way to download it.
+    RuntimeError
+        The engine failed to start, or did not start within
+        ``LLM_LABEL_CLF_START_TIMEOUT_S`` seconds (default 300); vLLM's error
+        log is printed above it.
+
+    Examples
+    --------
+    >>> from llm_label_clf import get_engine
+    >>> engine = get_engine(engine_options={"dtype": "float32"})  # doctest: +SKIP
+    >>> engine.settings["block_size"], engine.settings["dtype"]  # doctest: +SKIP
+    (32, 'float32')
+    """
     check_model_source(model)
     options = dict(engine_options or {})
     settings = engine_settings(options)
@@ -152,10 +188,30 @@ def _log_dtype_choice(dtype: str, why: str) -> None:
 
 
 def engine_info() -> dict[str, Any]:
-    """What the embedded engines run on and with, to explain a slow or fast
-    run: the CPU (model, capability, cores), the dtype an engine without a
-    ``dtype`` option gets here and why, and each started engine's settings
-    and the dtype it runs in."""
+    """What the embedded engines run on and with, to explain a slow or fast run.
+
+    Starts nothing: it reads the CPU's description and the engine registry.
+
+    Returns
+    -------
+    dict
+        ``cpu`` (the model name), ``cpu_capability`` ("AMX", "AVX512_BF16",
+        "AVX512", "AVX2", ...), ``cores`` (usable by this process),
+        ``default_cpu_dtype`` and ``default_cpu_dtype_reason`` (what an engine
+        without a ``dtype`` option gets here, and why: bf16 only where the CPU
+        computes it natively, or what ``LLM_LABEL_CLF_DTYPE`` says), and
+        ``engines``: for each started engine its ``model``, ``options`` and
+        ``settings``.
+
+    Examples
+    --------
+    >>> from llm_label_clf import engine_info
+    >>> info = engine_info()
+    >>> sorted(info)
+    ['cores', 'cpu', 'cpu_capability', 'default_cpu_dtype', 'default_cpu_dtype_reason', 'engines']
+    >>> info["cores"] >= 1
+    True
+    """
     cpu = cpu_info()
     dtype, why = choose_cpu_dtype(cpu)
     with _registry_lock:
@@ -259,7 +315,17 @@ def shutdown_engine(engine: Engine) -> None:
 
 
 def shutdown_engines() -> None:
-    """Shuts down every engine this process started; the next use starts anew."""
+    """Shuts down every embedded engine this process started.
+
+    The next use starts a fresh engine. Called at exit too (after remote
+    clients close), so scripts need not call it; tests and benchmarks do, to
+    free the memory between configurations.
+
+    Examples
+    --------
+    >>> from llm_label_clf import shutdown_engines
+    >>> shutdown_engines()  # nothing started: nothing to do
+    """
     with _registry_lock:
         engines = list(_registry.values())
         _registry.clear()

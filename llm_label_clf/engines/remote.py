@@ -56,18 +56,61 @@ def get_remote_engine(
     api_key_env: str = DEFAULT_API_KEY_ENV,
     max_batch: int = RemoteOptions.max_batch,
 ) -> Engine:
-    """The shared engine over the vLLM server(s) at ``base_url`` serving
-    ``model``, checked on first use: each server answers, serves ``model``,
-    tokenizes like the local tokenizer and honours ``logprob_token_ids``.
+    """The shared client over the vLLM server(s) at ``base_url`` serving ``model``.
 
-    ``model`` is the served model name; its tokenizer comes from the built-in
-    model, a local folder, or the server's model root. ``max_concurrency``
-    bounds the reads in flight per server, ``max_batch`` the prompts in one
-    request, ``timeout_s`` each request. Raises ValueError for a
-    bad URL or option, a model the server does not serve or another tokenizer;
-    RemoteServerError when a server does not answer; PermissionError when it
-    wants an API key (read from the environment variable ``api_key_env``);
-    RuntimeError when its vLLM ignores ``logprob_token_ids``."""
+    What an estimator with ``base_url`` reads on. Checked on first use: each
+    server answers, serves ``model``, tokenizes like the local tokenizer and
+    honours ``logprob_token_ids``. Reads are spread over the servers (least
+    in flight), retried with backoff on connection errors, 429 and 5xx, and
+    moved to another server when one dies. One client per (servers, model,
+    options) per process, closed at exit or by
+    :func:`shutdown_remote_engines`.
+
+    Parameters
+    ----------
+    base_url : str or list of str
+        Server URLs (``http://host:8000`` or ``http://host:8000/v1``).
+    model : str
+        The served model name; its tokenizer comes from the built-in model, a
+        local folder, or the server's model root.
+    max_concurrency : int, default=32
+        Reads in flight per server.
+    timeout_s : float, default=60.0
+        Seconds per request.
+    max_retries : int, default=4
+        Retries of a read before it fails.
+    api_key_env : str, default="VLLM_API_KEY"
+        The name of the environment variable holding the API key (read at
+        use; the key is never stored, logged or pickled).
+    max_batch : int, default=16
+        Prompts in one ``/v1/completions`` request.
+
+    Returns
+    -------
+    Engine
+        The handle estimators read on (its ``client`` is a ``RemoteClient``).
+
+    Raises
+    ------
+    ValueError
+        A bad URL or option, a model the server does not serve, or another
+        tokenizer than the local one.
+    ConnectionError
+        A server does not answer (a ``RemoteServerError``).
+    PermissionError
+        A server wants an API key that ``api_key_env`` does not provide.
+    RuntimeError
+        A server's vLLM ignores ``logprob_token_ids`` (too old).
+
+    Examples
+    --------
+    >>> from llm_label_clf import get_remote_engine
+    >>> get_remote_engine("ftp://10.0.0.5:8000", "smollm2-135m-instruct")
+    Traceback (most recent call last):
+    ...
+    ValueError: server URL 'ftp://10.0.0.5:8000' has scheme 'ftp': use http:// or https://, e.g. 'http://127.0.0.1:8000'
+    >>> engine = get_remote_engine("http://10.0.0.5:8000/v1", "smollm2-135m-instruct")  # doctest: +SKIP
+    """
     urls = _server_urls(base_url)
     options = RemoteOptions(
         max_concurrency=max_concurrency,
@@ -103,7 +146,16 @@ def _server_urls(base_url: str | Sequence[str]) -> list[str]:
 
 
 def shutdown_remote_engines() -> None:
-    """Closes every remote engine of this process; the next use reconnects."""
+    """Closes every remote client of this process; the next use reconnects.
+
+    Called at exit too. Servers are not stopped: they belong to whoever
+    started them.
+
+    Examples
+    --------
+    >>> from llm_label_clf import shutdown_remote_engines
+    >>> shutdown_remote_engines()  # nothing connected: nothing to do
+    """
     with _registry_lock:
         engines = list(_registry.values())
         _registry.clear()

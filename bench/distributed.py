@@ -1,0 +1,368 @@
+"""What Ray Data and Dask cost on one worker: the same SST-2 texts scored by
+``predict_proba`` in-process, by one Ray Data actor (``score_ray_dataset``,
+a local ``ray.init(num_cpus=2)``, the actor taking both cores) and by one Dask
+worker process (``score_dask_dataframe``, a ``LocalCluster`` with one
+non-daemonic worker), each in a fresh Python process.
+
+Each contender reads ``--warmup`` texts first (engine start-up, reported
+separately as the time to that first result), then ``--passes`` passes over
+the same ``--texts`` texts, in batches of ``--batch`` (Ray batches, Dask
+partitions, the estimator's ``batch_size`` in-process). A pass is timed from
+the arrival of the previous result to the arrival of its last batch: Ray's
+results are streamed (``iter_batches``), so a Ray pass is the time between
+batches arriving, engine start excluded; a Dask pass is one ``compute()``.
+Peak memory: the RSS of the contender's whole process tree (for Ray: the
+driver, raylet, GCS, the actor and its engine; for Dask: the client,
+scheduler, nanny, worker and its engine), sampled every 0.25 s.
+Probabilities are checked equal (float32 engines) across contenders.
+
+Run: ``python bench/distributed.py [--texts 200]``; writes
+``bench/results/distributed.json`` and ``.md`` (``--render`` rewrites the
+``.md`` from the ``.json``). The ``.md`` ends with a projection to N workers
+from the measured one-actor figures: an estimate, see ``projection``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# Run as a script, this file's folder heads sys.path, and this file (distributed.py) would then
+# shadow Dask's ``distributed`` package: take the folder off and put the repository root on.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT))
+
+CONTENDERS = ("in-process", "ray, 1 actor", "dask, 1 worker")
+PROMPT = "Review: {text}\nSentiment (positive or negative):"
+
+
+def _data(texts: int, warmup: int) -> tuple[Any, Any, list[str], list[str]]:
+    """The fitted estimator's training texts/labels, the warm-up texts and the
+    timed texts (disjoint slices of SST-2 dev)."""
+    import pandas as pd
+
+    from llm_label_clf.testing import datasets_dir
+
+    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv")
+    train = frame.iloc[:32]
+    rest = frame["text"].iloc[32:].tolist()
+    return train["text"].tolist(), train["label"].to_numpy(), rest[:warmup], rest[warmup : warmup + texts]
+
+
+def _frame(warm: list[str], timed: list[str], passes: int) -> Any:
+    import pandas as pd
+
+    texts = warm + timed * passes
+    return pd.DataFrame({"id": range(len(texts)), "text": texts})
+
+
+def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
+    """One contender, in this (fresh) process; prints a JSON line."""
+    import numpy as np
+
+    from llm_label_clf import LLMLabelClassifier
+
+    X, y, warm, timed = _data(texts, warmup)
+    began = time.perf_counter()
+    clf = LLMLabelClassifier(prompt=PROMPT, progress=False, low_mass="ignore", batch_size=batch).fit(X, y)
+    fit_s = time.perf_counter() - began  # this process's engine start + fit (every contender fits here)
+    if name == "in-process":
+        from llm_label_clf import shutdown_engines
+
+        began = time.perf_counter()
+        clf.predict_proba(warm)
+        first_s = time.perf_counter() - began
+        durations, proba = [], None
+        for _ in range(passes):
+            began = time.perf_counter()
+            proba = clf.predict_proba(timed)
+            durations.append(time.perf_counter() - began)
+        shutdown_engines()
+        engine_start_s = fit_s
+    else:
+        from llm_label_clf import shutdown_engines
+
+        shutdown_engines()  # the contender's engine is the actor's or worker's; none idles here
+        frame = _frame(warm, timed, passes)
+        if name.startswith("ray"):
+            first_s, durations, proba = _ray(clf, frame, warmup, texts, passes, batch)
+        else:
+            first_s, durations, proba = _dask(clf, frame, warmup, texts, passes, batch)
+        engine_start_s = None
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "fit_s": fit_s,
+                "engine_start_s": engine_start_s,
+                "first_result_s": first_s,
+                "pass_s": durations,
+                "proba": np.asarray(proba).tolist(),
+            }
+        ),
+        flush=True,
+    )
+
+
+def _ray(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int) -> tuple[float, list[float], Any]:
+    """One actor with both cores; results streamed, each batch's arrival timed."""
+    import numpy as np
+    import ray
+
+    from llm_label_clf import score_ray_dataset
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    try:
+        # the warm-up texts form the first batch; the timed passes follow in batches of ``batch``
+        blocks = [frame.iloc[:warmup]] + [frame.iloc[s : s + batch] for s in range(warmup, len(frame), batch)]
+        dataset = ray.data.from_blocks(blocks)
+        scored = score_ray_dataset(dataset, clf, batch_size=None, num_cpus=2)  # one block = one batch
+        began = time.perf_counter()
+        arrivals, rows, parts = [], [], []
+        for part in scored.iter_batches(batch_format="pandas", batch_size=None, prefetch_batches=0):
+            arrivals.append(time.perf_counter() - began)
+            rows.append(len(part))
+            parts.append(part)
+    finally:
+        ray.shutdown()
+    ends = np.cumsum(rows)
+    marks = [arrivals[int(np.searchsorted(ends, warmup + k * texts))] for k in range(passes + 1)]
+    proba = np.vstack([p[[f"proba_{c}" for c in clf.classes_]].to_numpy() for p in parts])[-texts:]
+    return marks[0], list(np.diff(marks)), proba
+
+
+def _dask(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int) -> tuple[float, list[float], Any]:
+    """One non-daemonic worker process; each pass is one ``compute()``."""
+    import dask
+    import dask.dataframe as dd
+    from dask.distributed import Client, LocalCluster
+
+    from llm_label_clf import score_dask_dataframe
+
+    dask.config.set({"distributed.worker.daemon": False})
+    with LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None) as cluster:
+        with Client(cluster):
+            warm = frame.iloc[:warmup]
+            timed = frame.iloc[warmup : warmup + texts]
+            began = time.perf_counter()
+            score_dask_dataframe(dd.from_pandas(warm, npartitions=1), clf).compute()
+            first_s = time.perf_counter() - began
+            durations, out = [], None
+            for _ in range(passes):
+                ddf = dd.from_pandas(timed, chunksize=batch)
+                began = time.perf_counter()
+                out = score_dask_dataframe(ddf, clf).compute()
+                durations.append(time.perf_counter() - began)
+    return first_s, durations, out[[f"proba_{c}" for c in clf.classes_]].to_numpy()
+
+
+def _tree(process: Any) -> list[Any]:
+    import psutil
+
+    try:
+        return [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def run_contender(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Runs one contender in a fresh process, sampling its process tree's RSS."""
+    import psutil
+
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        name,
+        "--texts",
+        str(args.texts),
+        "--warmup",
+        str(args.warmup),
+        "--passes",
+        str(args.passes),
+        "--batch",
+        str(args.batch),
+    ]
+    load_start = os.getloadavg()[0]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    root = psutil.Process(proc.pid)
+    peak = {"rss": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.25):
+            total = 0
+            for p in _tree(root):
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    continue
+            peak["rss"] = max(peak["rss"], total)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate(timeout=1800)
+    done.set()
+    sampler.join()
+    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"{name} failed:\n{err[-3000:]}")
+    result = json.loads(line[7:])
+    result.update(
+        wall_s=time.perf_counter() - started,
+        peak_rss_gib=peak["rss"] / 2**30,
+        load_avg_1m=[load_start, os.getloadavg()[0]],
+        pass_median_s=statistics.median(result["pass_s"]),
+    )
+    return result
+
+
+#: The projection's job: rows scored, and cluster sizes (one actor per GPU).
+PROJECTED_ROWS = 10_000_000
+PROJECTED_WORKERS = (1, 8, 32, 128)
+
+
+def projection(doc: dict[str, Any]) -> dict[str, Any]:
+    """An estimate, not a measurement: the wall time of ``PROJECTED_ROWS`` rows on
+    W workers (one Ray actor each) from the measured one-actor figures, assuming
+    the actors scale linearly (Ray Data feeds each actor its own batches; nothing
+    is shared between them but the input and output storage):
+    ``start + rows / (W * texts_per_s)``. The per-worker rate is this machine's
+    CPU worker; a GPU worker's rate must be measured on that GPU and put in the
+    same formula."""
+    ray = doc["results"]["ray, 1 actor"]
+    rate = doc["texts"] / ray["pass_median_s"]
+    start = ray["first_result_s"]
+    rows = []
+    for workers in PROJECTED_WORKERS:
+        seconds = start + PROJECTED_ROWS / (workers * rate)
+        rows.append({"workers": workers, "texts_per_s": workers * rate, "hours": seconds / 3600})
+    return {"rows": PROJECTED_ROWS, "per_worker_texts_per_s": rate, "actor_start_s": start, "table": rows}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    import numpy as np
+
+    m = doc["machine"]
+    results = doc["results"]
+    base = results["in-process"]
+    lines = [
+        f"`predict_proba` of {doc['texts']} SST-2 dev texts ({doc['passes']} passes, batches of {doc['batch']}, "
+        f"after {doc['warmup']} warm-up texts), built-in model in {doc['dtype']}, {m['cpu_model']} "
+        f"({m['cpu_capability']}, {m['cores_usable']} cores), each contender in a fresh process. A pass: "
+        "wall time from the previous result to the pass's last result (engine start excluded). First result: "
+        "from the start of the scoring call to the warm-up texts' result (actor or worker start, engine start "
+        "and the warm-up read). Peak RSS: the contender's whole process tree. Load average (1 min) before/after. "
+        "Every pass reads the same texts, so passes after the first find their first KV blocks in the engine's "
+        "prefix cache, for every contender alike; the median is of such warm passes.",
+        "",
+        "| contender | pass s (median) | passes s | vs in-process | texts/s | first result s | peak RSS (GiB) "
+        "| load | max abs diff proba |",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for name, r in results.items():
+        diff = float(np.abs(np.array(r["proba"]) - np.array(base["proba"])).max())
+        passes = ", ".join(f"{s:.2f}" for s in r["pass_s"])
+        load = "/".join(f"{x:.1f}" for x in r["load_avg_1m"])
+        lines.append(
+            f"| {name} | {r['pass_median_s']:.2f} | {passes} | {r['pass_median_s'] / base['pass_median_s']:.2f}x | "
+            f"{doc['texts'] / r['pass_median_s']:.1f} | {r['first_result_s']:.1f} | {r['peak_rss_gib']:.2f} | "
+            f"{load} | {diff:.2g} |"
+        )
+    lines += [
+        "",
+        f"In-process engine start + fit: {base['fit_s']:.1f} s (every contender fits in its driver process first; "
+        "the Ray and Dask drivers then shut that engine down before scoring).",
+        "",
+        "Two actors or workers on these two shared cores would add no compute (vLLM already uses both cores), "
+        "so only one of each was measured.",
+    ]
+    proj = doc.get("projection")
+    if proj is None:
+        return "\n".join(lines) + "\n"
+    lines += [
+        "",
+        f"**Projection (an estimate, not measured)** for {proj['rows']:,} rows with one actor per worker, from the "
+        f"measured one-actor rate ({proj['per_worker_texts_per_s']:.1f} texts/s on this CPU) and start "
+        f"({proj['actor_start_s']:.0f} s to the first result), assuming linear scaling: "
+        "hours = (start + rows / (workers x rate)) / 3600.",
+        "",
+        "| workers | texts/s | hours |",
+        "|---:|---:|---:|",
+    ]
+    for row in proj["table"]:
+        lines.append(f"| {row['workers']} | {row['texts_per_s']:.0f} | {row['hours']:.2f} |")
+    lines += [
+        "",
+        "On GPU nodes put the rate one GPU actor measures (`--only 'ray, 1 actor'` there) in the same formula. "
+        "What limits it: each actor pays its start (process, `import vllm`, model load; on GPUs also the "
+        "download or shared-storage read of the weights and CUDA graph capture) once, so the start matters "
+        "only when rows per actor are few; the batch size sets how busy a GPU is kept (one Ray task per batch, "
+        "a few in flight per actor: batches of hundreds of rows keep the per-task overhead small); and past "
+        "some number of actors the input reads and output writes, not the model, set the pace.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--texts", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=32)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="*", choices=CONTENDERS, help="run only these contenders")
+    parser.add_argument("--render", action="store_true", help="rewrite the .md (and projection) from the .json")
+    args = parser.parse_args()
+    out = ROOT / "bench" / "results"
+    if args.render:
+        doc = json.loads((out / "distributed.json").read_text())
+        doc["projection"] = projection(doc)
+        (out / "distributed.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (out / "distributed.md").write_text(markdown(doc))
+        print(markdown(doc))
+        return
+    os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
+    if args.child:
+        child(args.child, args.texts, args.warmup, args.passes, args.batch)
+        return
+    from bench.report import machine
+
+    results = {}
+    for name in args.only or CONTENDERS:
+        results[name] = run_contender(name, args)
+        shown = {k: v for k, v in results[name].items() if k != "proba"}
+        print(name, json.dumps(shown), flush=True)
+    doc = {
+        "machine": machine(),
+        "texts": args.texts,
+        "warmup": args.warmup,
+        "passes": args.passes,
+        "batch": args.batch,
+        "dtype": os.environ["LLM_LABEL_CLF_DTYPE"],
+        "results": results,
+    }
+    if "ray, 1 actor" in results:
+        doc["projection"] = projection(doc)
+    text = markdown(doc)
+    out.mkdir(exist_ok=True)
+    (out / "distributed.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / "distributed.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
