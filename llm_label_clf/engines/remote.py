@@ -154,7 +154,9 @@ def shutdown_remote_engines() -> None:
     Examples
     --------
     >>> from llm_label_clf import shutdown_remote_engines
-    >>> shutdown_remote_engines()  # nothing connected: nothing to do
+    >>> shutdown_remote_engines()  # doctest: +SKIP
+
+    (Skipped as a doctest: it would close the clients the test session shares.)
     """
     with _registry_lock:
         engines = list(_registry.values())
