@@ -34,6 +34,7 @@ from llm_label_clf.distributed import empty_output, score_dask_dataframe, score_
 from llm_label_clf.distributed._batch import score_batch
 from llm_label_clf.distributed._columns import check_methods
 from llm_label_clf.distributed.dask_frames import check_can_start_engine
+from llm_label_clf.distributed.ray_llm import LabelReadStages, ray_llm_processor
 
 N_TEXTS = 24
 #: The kill tests read more texts in smaller batches, so the job still runs
@@ -204,6 +205,19 @@ class TestBatchesRayAndDaskScore:
         with pytest.raises(ValueError, match=r"the row with index=2: X item 2 \(index 2\) is missing"):
             score_batch(strict, bad, ["predict_proba"], "text", None, by_index=True)
 
+    def test_the_ray_llm_pair_takes_one_read_plans_and_names_bad_rows(self, clf, multi, labelled):
+        """Ray's own vLLM stage sends one request per row: estimators needing
+        more are refused, naming why; a row the estimator refuses is named."""
+        for several, why in ((multi, "several outputs"), (labelled, "several outputs or labels")):
+            with pytest.raises(ValueError, match=f"one request, and this estimator needs more: it has {why}"):
+                LabelReadStages(several)
+        stages = LabelReadStages(clf, id_column="id")
+        row = stages.preprocess({"id": "r001", "text": "a gem of a film"})
+        assert row["sampling_params"]["logprob_token_ids"] == [int(i) for i in clf.plans_[0].trie.reads[0].next_ids]
+        assert row["id"] == "r001" and row["tokenized_prompt"]
+        with pytest.raises(ValueError, match=r"preprocess failed on the row with id='r005': .* is missing"):
+            stages.preprocess({"id": "r005", "text": None})
+
     def test_bad_calls_are_refused_before_any_work(self, clf, frame):
         with pytest.raises(ValueError, match="choose from"):
             check_methods(clf, "predict_label")
@@ -316,6 +330,31 @@ class TestRayData:
         out = pd.concat(parts, ignore_index=True)
         check_scored(out, clf, big_frame["id"], reference[0])
         assert len(seen) >= 2, f"no actor replaced the killed one ({killed}): {seen}"
+
+    def test_rays_own_vllm_stage_reads_the_plan_as_this_process(self, clf, frame, reference):
+        """``ray.data.llm``'s vLLM stage with the estimator's pair, on a CPU-only
+        placement group, with the embedded engine's settings (float32)."""
+        import ray
+
+        from llm_label_clf.engines.local import engine_settings
+
+        processor = ray_llm_processor(
+            clf,
+            method=["predict_proba", "transform"],
+            id_column="id",
+            engine_kwargs=engine_settings(),
+            placement_group_config={"bundles": [{"CPU": 1}]},  # no GPU: Ray's default bundle asks for one
+            log_engine_metrics=False,  # vLLM's Ray metrics need ray[serve]
+            batch_size=8,
+            preprocess_map_kwargs={"num_cpus": 0.25},
+            postprocess_map_kwargs={"num_cpus": 0.25},
+        )
+        out = processor(ray.data.from_pandas(frame)).to_pandas()
+        features = list(clf.get_feature_names_out())
+        assert out.columns.tolist() == ["id", "text", *proba_columns(clf), "predicted", *features]
+        proba, expected = reference
+        check_scored(out, clf, frame["id"], proba[:N_TEXTS])
+        check_equal(out[features].to_numpy(dtype=np.float64), expected[:N_TEXTS])
 
     @pytest.fixture(scope="class")
     def server(self, model_path, tmp_path_factory):
