@@ -1,20 +1,33 @@
 """What Ray Data and Dask cost on one worker: the same SST-2 texts scored by
 ``predict_proba`` in-process, by one Ray Data actor (``score_ray_dataset``,
-a local ``ray.init(num_cpus=2)``, the actor taking both cores) and by one Dask
-worker process (``score_dask_dataframe``, a ``LocalCluster`` with one
-non-daemonic worker), each in a fresh Python process.
+a local ``ray.init(num_cpus=2)``, the actor taking both cores), by Ray's own
+vLLM stage with one engine (``ray_llm_processor``, the same ``ray.init``: the
+engine on a one-CPU bundle, its preprocess and postprocess tasks at 0.25 CPU
+each) and by one Dask worker process (``score_dask_dataframe``, a
+``LocalCluster`` with one non-daemonic worker), each in a fresh Python process.
 
 Each contender reads ``--warmup`` texts first (engine start-up, reported
 separately as the time to that first result), then ``--passes`` passes over
-the same ``--texts`` texts, in batches of ``--batch`` (Ray batches, Dask
-partitions, the estimator's ``batch_size`` in-process). A pass is timed from
-the arrival of the previous result to the arrival of its last batch: Ray's
-results are streamed (``iter_batches``), so a Ray pass is the time between
-batches arriving, engine start excluded; a Dask pass is one ``compute()``.
+the same ``--texts`` texts, in batches of ``--batch`` (Ray batches, the
+``ray.data.llm`` processor's ``batch_size``, Dask partitions, the estimator's
+``batch_size`` in-process). A pass is timed from the arrival of the previous
+result to the arrival of its last batch: Ray's results are streamed
+(``iter_batches``), so a Ray pass is the time between batches arriving,
+engine start excluded; a Dask pass is one ``compute()``. Ray Data starts a
+stage's actors when a dataset executes and releases them when it ends, so
+the ``ray.data.llm`` engine does not outlive one ``processor(dataset)``
+execution: its processor is built once and, as for the Ray actor, the
+warm-up and every pass are one streamed execution (the engine starts once,
+inside the first result). Its stage bundles rows up to its batch size, so a
+batch may straddle a pass boundary: a pass ends when every row before the
+boundary has arrived (read from the rows' ids), and the per-batch arrival
+times are kept in the ``.json``.
 Peak memory: the RSS of the contender's whole process tree (for Ray: the
-driver, raylet, GCS, the actor and its engine; for Dask: the client,
-scheduler, nanny, worker and its engine), sampled every 0.25 s.
-Probabilities are checked equal (float32 engines) across contenders.
+driver, raylet, GCS, the actor and its engine; for ``ray.data.llm``: also the
+pre/postprocess workers; for Dask: the client, scheduler, nanny, worker and
+its engine), sampled every 0.25 s.
+Probabilities are checked equal (float32 engines, the stage's
+``engine_kwargs`` carrying the same dtype) across contenders.
 
 Run: ``python bench/distributed.py [--texts 200]``; writes
 ``bench/results/distributed.json`` and ``.md`` (``--render`` rewrites the
@@ -41,7 +54,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-CONTENDERS = ("in-process", "ray, 1 actor", "dask, 1 worker")
+#: Ray's own vLLM stage (``ray.data.llm``) through ``ray_llm_processor``, one engine.
+RAY_LLM = "ray.data.llm stage, 1 engine"
+CONTENDERS = ("in-process", "ray, 1 actor", RAY_LLM, "dask, 1 worker")
 PROMPT = "Review: {text}\nSentiment (positive or negative):"
 
 
@@ -75,6 +90,7 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
     began = time.perf_counter()
     clf = LLMLabelClassifier(prompt=PROMPT, progress=False, low_mass="ignore", batch_size=batch).fit(X, y)
     fit_s = time.perf_counter() - began  # this process's engine start + fit (every contender fits here)
+    extra: dict[str, Any] = {}
     if name == "in-process":
         from llm_label_clf import shutdown_engines
 
@@ -93,8 +109,10 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
 
         shutdown_engines()  # the contender's engine is the actor's or worker's; none idles here
         frame = _frame(warm, timed, passes)
-        if name.startswith("ray"):
+        if name == "ray, 1 actor":
             first_s, durations, proba = _ray(clf, frame, warmup, texts, passes, batch)
+        elif name == RAY_LLM:
+            first_s, durations, proba, extra = _ray_llm(clf, frame, warmup, texts, passes, batch)
         else:
             first_s, durations, proba = _dask(clf, frame, warmup, texts, passes, batch)
         engine_start_s = None
@@ -107,6 +125,7 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
                 "first_result_s": first_s,
                 "pass_s": durations,
                 "proba": np.asarray(proba).tolist(),
+                **extra,
             }
         ),
         flush=True,
@@ -141,6 +160,61 @@ def _ray(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int)
     marks = [arrivals[int(np.searchsorted(ends, warmup + k * texts))] for k in range(passes + 1)]
     proba = np.vstack([p[[f"proba_{c}" for c in clf.classes_]].to_numpy() for p in parts])[-texts:]
     return marks[0], list(np.diff(marks)), proba
+
+
+def _ray_llm(
+    clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int
+) -> tuple[float, list[float], Any, dict[str, Any]]:
+    """Ray's own vLLM stage (``ray_llm_processor``), one engine on a one-CPU
+    bundle; the processor built once, the whole frame one streamed execution
+    (the stage's engine lives as long as an execution), each batch's arrival
+    timed. Also returns the per-batch arrival times and row counts."""
+    import numpy as np
+    import pandas as pd
+    import ray
+
+    from llm_label_clf import ray_llm_processor
+    from llm_label_clf.engines.hardware import DTYPE_ENV
+    from llm_label_clf.engines.local import engine_settings
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    try:
+        processor = ray_llm_processor(
+            clf,
+            id_column="id",
+            # the embedded engine's settings, with the dtype the other contenders' engines read in
+            engine_kwargs=engine_settings({"dtype": os.environ[DTYPE_ENV]}),
+            placement_group_config={"bundles": [{"CPU": 1}]},  # CPU only: Ray's default bundle asks for a GPU
+            log_engine_metrics=False,  # vLLM's Ray metrics need ray[serve]
+            concurrency=1,
+            batch_size=batch,
+            preprocess_map_kwargs={"num_cpus": 0.25},
+            postprocess_map_kwargs={"num_cpus": 0.25},
+        )
+        # the same blocks as the Ray actor's: the warm-up texts first, then the timed passes in batches of ``batch``
+        blocks = [frame.iloc[:warmup]] + [frame.iloc[s : s + batch] for s in range(warmup, len(frame), batch)]
+        scored = processor(ray.data.from_blocks(blocks))
+        began = time.perf_counter()
+        arrivals, parts = [], []
+        for part in scored.iter_batches(batch_format="pandas", batch_size=None, prefetch_batches=0):
+            arrivals.append(time.perf_counter() - began)
+            parts.append(part)
+    finally:
+        ray.shutdown()
+    out = pd.concat(parts, ignore_index=True).sort_values("id", kind="stable")
+    if not np.array_equal(out["id"].to_numpy(), np.arange(len(frame))):
+        raise RuntimeError(f"{RAY_LLM}: rows lost or duplicated ({len(out)} rows back of {len(frame)})")
+    # a boundary is passed once every row before it has arrived (the stage bundles rows up to its batch
+    # size: a warm-up shorter than a batch shares its batch with the first timed texts)
+    bounds = [warmup + k * texts for k in range(passes + 1)]
+    have = np.cumsum([[np.count_nonzero(p["id"].to_numpy() < b) for b in bounds] for p in parts], axis=0)
+    marks = [arrivals[int(np.searchsorted(have[:, k], b))] for k, b in enumerate(bounds)]
+    proba = out[[f"proba_{c}" for c in clf.classes_]].to_numpy()[-texts:]
+    extra = {"batch_arrivals_s": arrivals, "batch_rows": [len(p) for p in parts]}
+    return marks[0], list(np.diff(marks)), proba, extra
 
 
 def _dask(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int) -> tuple[float, list[float], Any]:
@@ -282,13 +356,32 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{doc['texts'] / r['pass_median_s']:.1f} | {r['first_result_s']:.1f} | {r['peak_rss_gib']:.2f} | "
             f"{load} | {diff:.2g} |"
         )
+    if RAY_LLM in results:
+        shared = (
+            " Here the warm-up texts, fewer than a batch, share their batch with the first timed texts: its first "
+            "result includes reading those, and its first pass is that much shorter."
+            if doc["warmup"] < doc["batch"]
+            else ""
+        )
+        lines += [
+            "",
+            f"{RAY_LLM}: `ray_llm_processor` over the same `ray.init`, the engine on a one-CPU bundle with the "
+            "embedded engine's settings and dtype, its preprocess and postprocess tasks at 0.25 CPU each, Ray's "
+            "default of up to 8 batches in flight in the engine (so batches overlap). Ray Data starts a stage's "
+            "actors when a dataset executes and releases them when it ends, so the stage's engine does not "
+            "outlive one `processor(dataset)` call: its processor is built once and, as for the Ray actor, the "
+            "warm-up and all passes are one streamed execution, so its engine starts once, inside the first "
+            "result, and no pass includes a start (each further call starts an engine again). The stage bundles "
+            "rows up to its batch size, so a batch may straddle a pass boundary: a pass ends once every row "
+            "before its boundary has arrived (per-batch arrival times: `batch_arrivals_s` in the .json)." + shared,
+        ]
     lines += [
         "",
         f"In-process engine start + fit: {base['fit_s']:.1f} s (every contender fits in its driver process first; "
-        "the Ray and Dask drivers then shut that engine down before scoring).",
+        "the Ray, ray.data.llm and Dask drivers then shut that engine down before scoring).",
         "",
-        "Two actors or workers on these two shared cores would add no compute (vLLM already uses both cores), "
-        "so only one of each was measured.",
+        "Two actors, engines or workers on these two shared cores would add no compute (vLLM already uses both "
+        "cores), so only one of each was measured.",
     ]
     proj = doc.get("projection")
     if proj is None:

@@ -2,7 +2,7 @@
 
 from .classifier import LLMLabelClassifier
 from .classifier_cv import LLMLabelClassifierCV
-from .distributed import score_dask_dataframe, score_ray_dataset
+from .distributed import LabelReadStages, ray_llm_processor, score_dask_dataframe, score_ray_dataset
 from .engines import engine_info, get_engine, get_remote_engine, shutdown_engines, shutdown_remote_engines
 from .exceptions import (
     GenerationError,
@@ -20,6 +20,7 @@ __all__ = [
     "LLMLabelClassifier",
     "LLMLabelClassifierCV",
     "LabelRead",
+    "LabelReadStages",
     "LabelWordsWarning",
     "LowLabelMassWarning",
     "ModelNotFoundError",
@@ -30,6 +31,7 @@ __all__ = [
     "get_engine",
     "get_remote_engine",
     "next_token_label_reads",
+    "ray_llm_processor",
     "score_dask_dataframe",
     "score_ray_dataset",
     "shutdown_engines",

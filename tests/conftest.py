@@ -85,3 +85,20 @@ def sst2_all(datasets_dir: Path):
 
     frame = pd.read_csv(datasets_dir / "sst2_dev.csv")
     return frame["text"].tolist(), frame["label"].to_numpy()
+
+
+@pytest.fixture(scope="session")
+def healthy_demo(datasets_dir: Path):
+    """``python -m llm_label_clf demo`` on 40 SST-2 reviews, run once per
+    session without engine logs: the CLI's report and the quiet first run are
+    both checked on this one run (each run starts an engine: ~30 s)."""
+    import subprocess
+    import sys
+
+    from llm_label_clf.engines.environment import ENGINE_LOGS_ENV
+
+    environ = {k: v for k, v in os.environ.items() if k != ENGINE_LOGS_ENV}
+    command = [sys.executable, "-m", "llm_label_clf", "demo", "--data", str(datasets_dir / "sst2_dev.csv"),
+               "--limit", "40"]
+    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=900)
+

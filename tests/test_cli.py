@@ -46,11 +46,8 @@ from llm_label_clf._tables import (
 from llm_label_clf.calibration import CALIBRATIONS
 
 
-def test_demo_prints_a_classification_report(datasets_dir):
-    result = subprocess.run(
-        [sys.executable, "-m", "llm_label_clf", "demo", "--data", str(datasets_dir / "sst2_dev.csv"), "--limit", "40"],
-        check=False, capture_output=True, text=True, timeout=900,
-    )
+def test_demo_prints_a_classification_report(healthy_demo):
+    result = healthy_demo
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     assert "Classifying 40 texts" in out

@@ -35,6 +35,7 @@ DOCTEST_MODULES = {
     "llm_label_clf.calibration": None,
     "llm_label_clf.distributed.ray_data": "ray",
     "llm_label_clf.distributed.dask_frames": "dask.dataframe",
+    "llm_label_clf.distributed.ray_llm": "ray",
 }
 #: Markdown pages holding ``>>>`` examples.
 DOCTEST_PAGES = sorted(p for p in DOCS.rglob("*.md") if ">>> " in p.read_text(encoding="utf-8"))

@@ -1,9 +1,12 @@
-"""The notebooks run end to end on the built-in model in a fresh Jupyter
-kernel, and their outputs are what they promise: no errors, no third-party
-start-up noise, numbers in range, plots. notebooks/quickstart.ipynb runs on the
-first QUICKSTART_N reviews of SST-2 dev; every other notebook on NOTEBOOK_N
-texts (one capability each). Interrupting a kernel mid-predict leaves its
-engine usable."""
+"""The notebooks run end to end on the built-in model in a Jupyter kernel,
+and their outputs are what they promise: no errors, no third-party start-up
+noise, numbers in range, plots. notebooks/quickstart.ipynb runs on the first
+QUICKSTART_N reviews of SST-2 dev in a fresh kernel (its quiet engine start
+is checked there); the capability notebooks run on NOTEBOOK_N texts one after
+another in one more kernel, its namespace reset before each, so that the
+kernel's engine starts once for all of them (each would spend ~40 s starting
+a kernel and an engine). Interrupting a kernel mid-predict leaves its engine
+usable."""
 
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ NOTEBOOK = NOTEBOOKS / "quickstart.ipynb"
 SUBSET = 48
 #: One notebook per capability, and the NOTEBOOK_N the suite runs it with
 #: (learning needs 48: 8 labelled questions per class, 4 of them few-shot examples).
+#: In the order they run in the shared kernel: distributed_ray last, since it
+#: ends by stopping the kernel's engines.
 CAPABILITIES = {
     "label_modes": 24,
     "several_outputs": 16,
@@ -28,6 +33,7 @@ CAPABILITIES = {
     "learning": 48,
     "remote_server": 24,
     "command_line": 24,
+    "distributed_ray": 24,
 }
 #: What third-party start-up noise looks like in a cell's output (vLLM, torch, Triton).
 NOISE = re.compile(r"Triton|NUMA|Loading safetensors|^\[W\d|^(INFO|WARNING) \d|FutureWarning|DeprecationWarning",
@@ -42,12 +48,18 @@ def _text(output) -> str:
     return ""
 
 
-def _execute(path: Path, env: dict[str, str], keep: Path):
-    """Runs ``path`` from a clean slate in a fresh kernel that inherits ``env``; saves it in ``keep``."""
+def _clean(path: Path):
+    """``path`` without its committed outputs: a run starts from a clean slate."""
     notebook = nbformat.read(path, as_version=4)
-    for cell in notebook.cells:  # run from a clean slate, not the committed outputs
+    for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+    return notebook
+
+
+def _execute(path: Path, env: dict[str, str], keep: Path):
+    """Runs ``path`` from a clean slate in a fresh kernel that inherits ``env``; saves it in ``keep``."""
+    notebook = _clean(path)
     with pytest.MonkeyPatch.context() as mp:  # the kernel inherits this environment
         for name, value in env.items():
             mp.setenv(name, value)
@@ -55,6 +67,29 @@ def _execute(path: Path, env: dict[str, str], keep: Path):
             notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
         )
         client.execute()  # raises CellExecutionError, naming the cell, if any cell fails
+    nbformat.write(notebook, keep / path.name)  # kept for inspection
+    return notebook
+
+
+#: The first cell of each notebook in the shared kernel: every name an earlier
+#: notebook defined is dropped (IPython's own names and the module dunders stay:
+#: ``%reset`` would drop ``__spec__`` too, which multiprocessing's spawn needs),
+#: and that notebook's NOTEBOOK_N is set.
+RESET = (
+    "[get_ipython().user_ns.pop(name) for name in list(get_ipython().user_ns)"
+    " if name not in get_ipython().user_ns_hidden and not name.startswith('__')];"
+    " __import__('os').environ['NOTEBOOK_N'] = {n!r}"
+)
+
+
+def _execute_in(km, path: Path, n: int, keep: Path):
+    """Runs ``path`` from a clean slate in the running kernel of ``km``, after a
+    cell that resets its namespace and sets NOTEBOOK_N to ``n`` (a cell removed
+    again from the result); saves it in ``keep``."""
+    notebook = _clean(path)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(RESET.format(n=str(n))))
+    nbclient.NotebookClient(notebook, km=km, timeout=600).execute()  # not its kernel: left running
+    del notebook.cells[0]
     nbformat.write(notebook, keep / path.name)  # kept for inspection
     return notebook
 
@@ -159,6 +194,12 @@ def _command_line(text: str) -> None:
     assert 0.5 <= _number(r"^accuracy (\S+)  log-loss", text) <= 1.0  # evaluate's own line
 
 
+def _distributed_ray(text: str) -> None:
+    assert "rows in input order:             True" in text
+    assert "probabilities equal bit for bit: True" in text
+    assert 0.5 <= _number(r"^accuracy on these \d+ reviews:\s+(\S+)", text) <= 1.0
+
+
 CHECKS = {
     "label_modes": _label_modes,
     "several_outputs": _several_outputs,
@@ -166,15 +207,53 @@ CHECKS = {
     "learning": _learning,
     "remote_server": _remote_server,
     "command_line": _command_line,
+    "distributed_ray": _distributed_ray,
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CAPABILITIES))
-def capability(request, datasets_dir, tmp_path_factory):
-    """One capability notebook, executed in a fresh kernel on NOTEBOOK_N texts."""
-    name = request.param
-    env = {"NOTEBOOK_N": str(CAPABILITIES[name]), "LLM_LABEL_CLF_DATASETS": str(datasets_dir)}
-    return name, _execute(NOTEBOOKS / f"{name}.ipynb", env, tmp_path_factory.mktemp(name))
+@pytest.fixture(scope="module")
+def shared_kernel(datasets_dir):
+    """One kernel (started in notebooks/, with the datasets' env) that runs every
+    capability notebook in turn; shut down after the module."""
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    with pytest.MonkeyPatch.context() as mp:  # the kernel inherits this environment
+        mp.setenv("LLM_LABEL_CLF_DATASETS", str(datasets_dir))
+        km = AsyncKernelManager(kernel_name="python3")
+        run_sync(km.start_kernel)(cwd=str(NOTEBOOKS))
+    yield km
+    run_sync(km.shutdown_kernel)(now=False)
+
+
+@pytest.fixture(scope="module")
+def run_capability(shared_kernel, tmp_path_factory):
+    """Runs a capability notebook in the shared kernel on its NOTEBOOK_N texts,
+    once per module: later calls get the same result (or the same error)."""
+    from jupyter_core.utils import run_sync
+
+    done: dict[str, object] = {}
+
+    def run(name: str):
+        if name not in done:
+            if not run_sync(shared_kernel.is_alive)():  # a notebook before this one killed it
+                run_sync(shared_kernel.restart_kernel)(now=True)
+            try:
+                done[name] = _execute_in(shared_kernel, NOTEBOOKS / f"{name}.ipynb", CAPABILITIES[name],
+                                         tmp_path_factory.mktemp(name))
+            except Exception as exc:  # noqa: BLE001 - re-raised for every test of this notebook
+                done[name] = exc
+        if isinstance(done[name], Exception):
+            raise done[name]
+        return done[name]
+
+    return run
+
+
+@pytest.fixture(scope="module", params=list(CAPABILITIES))
+def capability(request, run_capability):
+    """One capability notebook, executed in the shared kernel."""
+    return request.param, run_capability(request.param)
 
 
 def test_capability_notebook_runs_clean(capability):
@@ -193,10 +272,8 @@ def test_capability_notebook_numbers_in_range(capability):
     CHECKS[name](_code_text(notebook))
 
 
-def test_learning_notebook_shows_plot_and_html_repr(capability):
-    name, notebook = capability
-    if name != "learning":
-        pytest.skip("the learning notebook's plot and estimator diagram")
+def test_learning_notebook_shows_plot_and_html_repr(run_capability):
+    notebook = run_capability("learning")
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     assert any(o.output_type == "display_data" and "image/png" in o.data for o in outputs)  # reliability diagram
     html = [o.data["text/html"] for o in outputs if o.output_type == "execute_result" and "text/html" in o.data]

@@ -21,8 +21,8 @@ def _demo(datasets_dir, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=600)
 
 
-def test_a_healthy_demo_prints_only_its_report(datasets_dir):
-    done = _demo(datasets_dir)
+def test_a_healthy_demo_prints_only_its_report(healthy_demo):
+    done = healthy_demo
     assert done.returncode == 0, done.stderr[-3000:]
     assert "accuracy" in done.stdout
     assert done.stderr.strip() == ""  # no Triton, FutureWarning, NUMA or resource-tracker notices

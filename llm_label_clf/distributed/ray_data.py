@@ -24,11 +24,9 @@ Resources: ``num_cpus``/``num_gpus`` are per actor. On a CPU node one actor
 using every core is fastest (vLLM binds its threads to all the cores the
 process may use); on GPU nodes one actor per GPU (``num_gpus=1``).
 
-Not done: Ray's own vLLM stage (``ray.data.llm``) runs only on GPUs in this
-Ray, and a fitted plan may need several reads per text (one per distinct
-label prefix) where that stage maps one row to one request; a preprocess /
-postprocess pair for it could not be tested on this CPU-only machine, so it
-is not offered. ``score_ray_dataset`` runs vLLM itself inside the actors.
+Users of Ray's own vLLM stage (``ray.data.llm``): ``ray_llm_processor``
+(``ray_llm``) scores there with an estimator that reads each text once;
+``score_ray_dataset`` runs any plan, vLLM running inside its actors.
 """
 
 from __future__ import annotations

