@@ -123,20 +123,29 @@ def proba_columns(clf):
     return [f"proba_{c}" for c in clf.classes_]
 
 
-def check_equal(got: np.ndarray, expected: np.ndarray) -> None:
-    """Bit for bit; a failure says how far apart and where."""
+#: How far a row re-read after a kill may move. Its batch is re-run on an engine
+#: started for it, whose first step can batch the requests differently (one
+#: alone, say, while the rest arrive); float32 kernels then round differently
+#: in the last bits (4.2e-7 seen once in a re-run Dask partition). Rows that
+#: are lost, duplicated or misplaced still fail exactly.
+RERUN_ATOL = 1e-6
+
+
+def check_equal(got: np.ndarray, expected: np.ndarray, atol: float = 0.0) -> None:
+    """Bit for bit (or within ``atol``); a failure says how far apart and where."""
     got = np.asarray(got, dtype=np.float64)
-    if not np.array_equal(got, expected):
-        diff = np.abs(got - expected).reshape(len(got), -1).max(axis=1)
-        rows = np.flatnonzero(diff > 0)
+    diff = np.abs(got - expected).reshape(len(got), -1).max(axis=1)
+    if not (np.array_equal(got, expected) if atol == 0 else bool((diff <= atol).all())):
+        rows = np.flatnonzero(diff > atol)
         pytest.fail(f"max |diff| {diff.max():.3g} in {rows.size} of {len(got)} rows, first rows {rows[:10].tolist()}")
 
 
-def check_scored(out: pd.DataFrame, clf, ids, proba: np.ndarray) -> None:
-    """Every id once, in order, with exactly the in-process probabilities."""
+def check_scored(out: pd.DataFrame, clf, ids, proba: np.ndarray, atol: float = 0.0) -> None:
+    """Every id once, in order, with the in-process probabilities (exactly, or within ``atol``)."""
     assert out["id"].tolist() == list(ids), "rows lost, duplicated or out of order"
-    check_equal(out[proba_columns(clf)].to_numpy(dtype=np.float64), proba)
-    assert out["predicted"].tolist() == clf.classes_[proba.argmax(axis=1)].tolist()
+    got = out[proba_columns(clf)].to_numpy(dtype=np.float64)
+    check_equal(got, proba, atol)
+    assert out["predicted"].tolist() == clf.classes_[got.argmax(axis=1)].tolist()
 
 
 def check_several(out: pd.DataFrame, multi, labelled_out: pd.DataFrame, labelled, texts) -> None:
@@ -328,7 +337,7 @@ class TestRayData:
             done.set()
             watcher.join()
         out = pd.concat(parts, ignore_index=True)
-        check_scored(out, clf, big_frame["id"], reference[0])
+        check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
         assert len(seen) >= 2, f"no actor replaced the killed one ({killed}): {seen}"
 
     def test_rays_own_vllm_stage_reads_the_plan_as_this_process(self, clf, frame, reference):
@@ -481,7 +490,7 @@ class TestDask:
         os.kill(victim, signal.SIGKILL)
         wait(futures, timeout=600)
         out = persisted.compute()
-        check_scored(out, clf, big_frame["id"], reference[0])
+        check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
         assert wait_until(lambda: len(client.run(os.getpid)) == 2, deadline_s=120, step_s=0.5)
         assert victim not in client.run(os.getpid).values()
 
