@@ -16,21 +16,27 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def tree_rss() -> int:
-    """Resident bytes of this process and its children, now."""
+def tree_rss(root: Any = None) -> int:
+    """Resident bytes of ``root`` (a ``psutil.Process``; default this process)
+    and all its descendants, now; 0 once ``root`` has exited."""
     import psutil
 
-    me = psutil.Process()
-    total = me.memory_info().rss
-    for child in me.children(recursive=True):
+    root = root or psutil.Process()
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for process in processes:
         try:
-            total += child.memory_info().rss
-        except psutil.Error:
-            pass
+            total += process.memory_info().rss
+        except psutil.Error:  # a child exiting between listing and reading
+            continue
     return total
 
 

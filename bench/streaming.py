@@ -107,23 +107,6 @@ def child(rows: int, batch: int) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _tree_rss(root: Any) -> int:
-    """Resident bytes of ``root`` and all its descendants, now."""
-    import psutil
-
-    try:
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
-
-
 def _peak(samples: list[tuple[float, int]], lo: float, hi: float) -> float | None:
     inside = [rss for t, rss in samples if lo <= t <= hi]
     return max(inside) / 2**30 if inside else None
@@ -132,6 +115,8 @@ def _peak(samples: list[tuple[float, int]], lo: float, hi: float) -> float | Non
 def run_size(rows: int, batch: int) -> dict[str, Any]:
     """Runs one size in a fresh process, sampling its process tree's RSS."""
     import psutil
+
+    from bench.memory import tree_rss
 
     cmd = [sys.executable, __file__, "--child", str(rows), "--batch", str(batch)]
     load_start = os.getloadavg()[0]
@@ -143,7 +128,7 @@ def run_size(rows: int, batch: int) -> dict[str, Any]:
 
     def sample() -> None:
         while not done.wait(0.25):
-            samples.append((time.time(), _tree_rss(root)))
+            samples.append((time.time(), tree_rss(root)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -62,7 +62,7 @@ def attach_engine(estimator: Any) -> None:
         engine_for(head.model, head.base_url, head.engine_options, owner=type(head).__name__)
 
 
-def _as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series | pd.DataFrame:
+def as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series | pd.DataFrame:
     """``X`` for the estimator: one column as texts (they fill ``{text}``), or
     several as a DataFrame (they fill the prompt fields of their names)."""
     wanted = [input_columns] if isinstance(input_columns, str) else list(input_columns)
@@ -139,7 +139,7 @@ def score_batch(
         raise ValueError(
             f"id_column {id_column!r} not in the data, whose columns are {[str(c) for c in batch.columns]}"
         )
-    x = _as_x(batch, input_columns)
+    x = as_x(batch, input_columns)
     results = {}
     with ReadCache().active():  # one engine read per prompt, whatever the methods (see module)
         for method in calls(methods):

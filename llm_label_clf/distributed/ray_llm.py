@@ -231,10 +231,9 @@ class LabelReadStages:
         import pandas as pd
 
         from .._inputs import as_records
+        from ._batch import as_x
 
-        if isinstance(self.input_columns, str):
-            return as_records(pd.Series([row[self.input_columns]]))[0]
-        return as_records(pd.DataFrame([{c: row[c] for c in self.input_columns}]))[0]
+        return as_records(as_x(pd.DataFrame([row]), self.input_columns))[0]
 
     def preprocess(self, row: dict[str, Any]) -> dict[str, Any]:
         """The row plus its read's prompt token ids and sampling parameters.
