@@ -20,6 +20,11 @@ os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")
 #: session's second engine (other options, a server) would not start: a share
 #: that leaves room for several small-model engines. CPUs ignore it.
 os.environ.setdefault("LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION", "0.15")
+#: How long an engine or shared server may take to start (the library's
+#: default is 300 s). Engines here start beside other engines, servers and
+#: workers on 2 cores; on a loaded AVX2 CPU a start has taken up to ~130 s, and
+#: a limit the suite can hit on a slow machine fails healthy runs.
+os.environ.setdefault("LLM_LABEL_CLF_START_TIMEOUT_S", "1200")
 
 from helpers import HFModel
 
@@ -102,3 +107,14 @@ def healthy_demo(datasets_dir: Path):
                "--limit", "40"]
     return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=900)
 
+
+
+def pytest_configure(config) -> None:
+    """The ``full`` marker, and the table of seconds and engine starts per file
+    printed at the end of every run (``tests/budget.py``)."""
+    import budget
+
+    config.addinivalue_line(
+        "markers", "full: the full tier beyond CI (make test-full); CI runs pytest -m 'not full'"
+    )
+    budget.register(config)

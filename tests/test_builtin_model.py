@@ -150,6 +150,7 @@ print(resolve_model("smollm2-135m-instruct"))
 """
 
 
+@pytest.mark.full
 def test_concurrent_conversions_share_one_result(model_path, tmp_path):
     """Two processes resolving the built-in model into the same empty cache at
     once both succeed with the same folder; it is converted only once, is

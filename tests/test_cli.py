@@ -268,6 +268,7 @@ def test_engine_failure_exits_1(tmp_path, capsys):
     assert "cannot start the engine" in err and "not-a-model" in err
 
 
+@pytest.mark.full
 def test_classify_subprocess_entry_point(tables, sst2_rows, reference_proba):
     """`python -m llm_label_clf classify` in a fresh process: CSV on stdout, exit 0.
     The prompt is passed as typed in a shell, backslash-n for the line break."""

@@ -12,6 +12,10 @@ a second read of a prompt whose uncached part is one token can land alone in
 an engine step and come back ~2e-6 nats off, see ``_batch``.)
 Faults are real: actor and worker processes are killed with SIGKILL mid-run;
 bad rows are texts the estimator refuses. No test doubles.
+
+CI starts one Ray actor and one Dask cluster (each worker an engine); the kill
+tests, Ray's own vLLM stage and the estimators over a server are in the full
+tier (``make test-full``).
 """
 
 from __future__ import annotations
@@ -268,6 +272,18 @@ def test_a_daemonic_worker_gets_an_error_naming_the_dask_setting(clf):
 # --- Ray Data ----------------------------------------------------------------
 
 
+def kill_one(pids) -> int | None:
+    """SIGKILLs the first of ``pids`` still running; None when each had
+    already exited by itself (a kill test accepts that)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        return pid
+    return None
+
+
 def engine_actors() -> dict[int, int]:
     """Ray Data actor processes holding a vLLM engine: actor pid -> engine pid."""
     import psutil
@@ -309,7 +325,12 @@ class TestRayData:
         check_scored(out, clf, frame["id"], proba[:N_TEXTS])
         check_equal(out[list(clf.get_feature_names_out())].to_numpy(dtype=np.float64), features[:N_TEXTS])
 
+    @pytest.mark.full
     def test_a_killed_actor_is_replaced_and_loses_nothing(self, clf, big_frame, reference):
+        """SIGKILL an actor that holds an engine once the first batch is back.
+        An actor can also end by itself before the kill lands (Ray Data retires
+        actors whose work is done): then nothing is killed, and every row must
+        still come back once, in order."""
         import ray
 
         seen: dict[int, int] = {}
@@ -325,21 +346,23 @@ class TestRayData:
         # np.array_split, which returns arrays there)
         dataset = ray.data.from_pandas([big_frame.iloc[i : i + 2] for i in range(0, len(big_frame), 2)])
         scored = score_ray_dataset(dataset, clf, id_column="id", batch_size=2)
-        parts, killed = [], None
+        parts, killed, tried = [], None, False
         try:
             for batch in scored.iter_batches(batch_format="pandas", batch_size=None, prefetch_batches=0):
                 parts.append(batch)
-                if killed is None:
-                    assert wait_until(lambda: seen, deadline_s=10)
-                    killed = next(iter(seen))
-                    os.kill(killed, signal.SIGKILL)
+                if not tried:
+                    tried = True
+                    assert wait_until(lambda: seen, deadline_s=60)
+                    killed = kill_one(engine_actors())  # actors alive now, not all seen so far
         finally:
             done.set()
             watcher.join()
         out = pd.concat(parts, ignore_index=True)
         check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
-        assert len(seen) >= 2, f"no actor replaced the killed one ({killed}): {seen}"
+        if killed is not None:
+            assert len(seen) >= 2, f"no actor replaced the killed one ({killed}): {seen}"
 
+    @pytest.mark.full
     def test_rays_own_vllm_stage_reads_the_plan_as_this_process(self, clf, frame, reference):
         """``ray.data.llm``'s vLLM stage with the estimator's pair, on a CPU-only
         placement group, with the embedded engine's settings (float32)."""
@@ -380,6 +403,7 @@ class TestRayData:
         X, y = sst2
         return make_classifier(base_url=server.url, low_mass="ignore").fit(X[:N_TEXTS], y[:N_TEXTS])
 
+    @pytest.mark.full
     def test_a_remote_estimator_reads_through_its_server(self, remote, frame, reference):
         import ray
 
@@ -387,6 +411,7 @@ class TestRayData:
         # the same float32 engine behind the server, floats carried exactly by JSON: equal bit for bit
         check_scored(scored.to_pandas(), remote, frame["id"], reference[0][:N_TEXTS])
 
+    @pytest.mark.full
     def test_several_outputs_and_labels_through_actors(self, server, sst2, frame):
         """Remote estimators here: an actor attaches to the server in a second,
         where an embedded engine would load the model in each new actor."""
@@ -401,6 +426,7 @@ class TestRayData:
         )
         check_several(out.to_pandas(), multi, labelled_out.to_pandas(), labelled, frame["text"])
 
+    @pytest.mark.full
     def test_a_bad_row_is_named_by_its_id(self, remote, frame):
         """The estimator refuses the row before any read, embedded or remote."""
         import ray
@@ -476,7 +502,10 @@ class TestDask:
         assert out.dtypes.to_dict() == computed.dtypes.to_dict()
         assert labelled_out.dtypes.to_dict() == labelled_computed.dtypes.to_dict()
 
+    @pytest.mark.full
     def test_a_killed_worker_is_replaced_and_loses_nothing(self, client, clf, big_frame, reference):
+        """SIGKILL a worker mid-job: its partitions are re-run on the worker the
+        nanny starts instead (a worker that ended by itself first is accepted)."""
         import dask.dataframe as dd
         from dask.distributed import wait
 
@@ -486,13 +515,12 @@ class TestDask:
         futures = client.futures_of(persisted)
         assert wait_until(lambda: any(f.done() for f in futures), deadline_s=300, step_s=0.05)
         assert not all(f.done() for f in futures), "the job ended before a worker could be killed"
-        victim = next(iter(pids.values()))
-        os.kill(victim, signal.SIGKILL)
+        victim = kill_one(pids.values())
         wait(futures, timeout=600)
         out = persisted.compute()
         check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
-        assert wait_until(lambda: len(client.run(os.getpid)) == 2, deadline_s=120, step_s=0.5)
-        assert victim not in client.run(os.getpid).values()
+        assert wait_until(lambda: len(client.run(os.getpid)) == 2, deadline_s=600, step_s=0.5)
+        assert not set(pids.values()) <= set(client.run(os.getpid).values()), "no worker was replaced"
 
     def test_a_bad_row_is_named_by_its_id_or_index(self, client, engine, strict, frame):
         import dask.dataframe as dd

@@ -7,6 +7,9 @@ and the shared server retiring by itself.
 
 The module uses a registry folder of its own and a short idle timeout, set
 before any worker process starts (workers and the server inherit them).
+CI starts the shared server once and reads through it from loky workers; the
+workers' own engines, the other searches, a fresh process and the server's
+retirement are in the full tier (``make test-full``).
 """
 
 from __future__ import annotations
@@ -138,6 +141,7 @@ def test_entries_of_dead_servers_are_removed(tmp_path, monkeypatch):
 # --- each worker its own engine, on request (first: no server exists yet) ----
 
 
+@pytest.mark.full
 def test_each_worker_starts_its_own_engine_when_asked(engine, sst2, monkeypatch):
     """LLM_LABEL_CLF_WORKER_ENGINE=own: every worker process starts an engine
     (in a loky worker this used to fail, "cannot find context for 'loky'"),
@@ -214,6 +218,7 @@ def serial_grid(engine, sst2):
     return grid().fit(*sst2)
 
 
+@pytest.mark.full
 def test_grid_search_with_processes_equals_serial(serial_grid, sst2):
     X, y = sst2
     parallel = grid(n_jobs=2).fit(X, y)
@@ -222,6 +227,7 @@ def test_grid_search_with_processes_equals_serial(serial_grid, sst2):
     np.testing.assert_allclose(parallel.predict_proba(X), serial_grid.predict_proba(X), atol=ATOL)
 
 
+@pytest.mark.full
 def test_randomized_search_and_calibration_with_processes_equal_serial(sst2):
     X, y = sst2
     search = dict(param_distributions={"prompt": PROMPTS}, n_iter=2, cv=3, random_state=0, error_score="raise")
@@ -268,6 +274,7 @@ _FRESH_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.full
 def test_a_fresh_process_loads_the_model_nowhere_but_in_the_server(tmp_path, sst2):
     """A process that starts with GridSearchCV(n_jobs=2): its workers use the
     running server, and so does its refit (it owns the server now): no
@@ -293,6 +300,7 @@ def test_a_fresh_process_loads_the_model_nowhere_but_in_the_server(tmp_path, sst
 # --- last: the server retires by itself ---------------------------------------
 
 
+@pytest.mark.full
 def test_shared_server_retires_when_idle():
     """Left without reads for IDLE_S seconds, the server removes its entry
     and exits, and its engine process with it."""

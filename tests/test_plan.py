@@ -60,6 +60,7 @@ def sst2(sst2_all):
     return texts[200:224], labels[200:224]
 
 
+@pytest.mark.full
 def test_plan_read_in_a_fresh_process_equals_the_estimator(fp32_engine, sst2, tmp_path):
     X, y = sst2
     clf = make_classifier(engine_options=FP32).fit(X, y)

@@ -28,6 +28,7 @@ def test_a_healthy_demo_prints_only_its_report(healthy_demo):
     assert done.stderr.strip() == ""  # no Triton, FutureWarning, NUMA or resource-tracker notices
 
 
+@pytest.mark.full
 def test_engine_logs_come_back_on_request(datasets_dir):
     done = _demo(datasets_dir, **{ENGINE_LOGS_ENV: "1", "VLLM_LOGGING_LEVEL": "INFO"})
     assert done.returncode == 0, done.stderr[-3000:]

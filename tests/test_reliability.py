@@ -1,5 +1,7 @@
 """Faults and lifecycle on the real engine: a killed engine process, a real
-Ctrl-C, a killed parent, clean exit, concurrent callers and determinism."""
+Ctrl-C, a killed parent, clean exit, concurrent callers and determinism.
+Each script here starts an engine of its own: CI runs the Ctrl-C script (it
+also ends normally), the full tier (``make test-full``) the other two."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def make(**params) -> LLMLabelClassifier:
     return make_classifier(**params)
 
 
+@pytest.mark.full
 def test_killed_engine_fails_the_unfinished_items_and_the_next_call_restarts(engine, sst2):
     """Kills the engine's own process (a real fault, no double) while a long
     predict is in flight: the call raises GenerationError naming the unfinished
@@ -99,6 +102,7 @@ def test_repeated_calls_and_batch_mates_do_not_change_probabilities(engine, sst2
     np.testing.assert_array_equal(clf.predict_proba([X[i] for i in shuffled]), batch[shuffled])
 
 
+@pytest.mark.full
 def test_process_exits_cleanly_and_leaves_no_engine_process(tmp_path):
     script = textwrap.dedent(
         """
@@ -194,6 +198,7 @@ CTRL_C_SCRIPT = textwrap.dedent(
         result["max_diff"] = float(abs(after - before).max())
         result["engine_starts"] = engine_count() - starts
         result["same_engine"] = get_engine() is engine and engine_pid(engine) == pid
+        result["children"] = [p.pid for p in __import__("psutil").Process().children(recursive=True)]
         print("RESULT " + json.dumps(result), flush=True)
     """
 )
@@ -233,7 +238,8 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_d
     The call raises KeyboardInterrupt, every in-flight request is aborted (the
     engine core itself has no work left), and the same engine (not a restarted
     one) gives the same probabilities after. (vLLM's engine processes shut
-    down on SIGINT; they must not get this one.)"""
+    down on SIGINT; they must not get this one.) The script then ends
+    normally, and its engine processes with it."""
     child = start_script(tmp_path, "ctrl_c", CTRL_C_SCRIPT, str(datasets_dir / "sst2_dev.csv"))
     try:
         read_until(child, "IN_FLIGHT")
@@ -248,6 +254,9 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_d
     assert result["unfinished"] == 0 and result["core_has_work"] is False
     assert not result["dead"] and result["same_engine"] and result["engine_starts"] == 0, errors
     assert result["max_diff"] <= 1e-9
+    assert result["children"], "the engine should have run in a child process"
+    lingering = still_running_after(result["children"], timeout_s=20)
+    assert not lingering, lingering
 
 
 ENGINE_SCRIPT = textwrap.dedent(
@@ -264,6 +273,7 @@ ENGINE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.full
 def test_engine_processes_exit_when_their_parent_is_killed(tmp_path):
     """The engine runs in a process group of its own, so a Ctrl-C spares it; it
     must still not outlive its parent. SIGKILL the parent (no exit hooks run):

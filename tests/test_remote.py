@@ -1,6 +1,7 @@
 """Remote engines (``llm_label_clf.engines.remote``) against real vLLM servers on
-loopback: two servers started once for the module (one of them wants an API
-key), compared with the embedded engine, then killed with SIGKILL mid-run.
+loopback: server A (open) started once for the module and compared with the
+embedded engine; in the full tier (``make test-full``) server B too (it wants
+an API key), for the key, reads over two servers, and SIGKILL mid-run.
 
 No mocks: every fault here is one a real server produces (nothing listening,
 a model it does not serve, a missing key, a prompt it rejects, its death).
@@ -9,7 +10,6 @@ The tests that kill a server run last and each kills its own server.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import pickle
@@ -40,26 +40,43 @@ API_KEY = "sk-test-d41d8cd98f00b204e980"
 #: engine on both sides, and JSON carries Python floats exactly).
 TOLERANCE = 1e-6
 JOINT_TOLERANCE = 2e-5
-START_TIMEOUT_S = 600  # two servers starting side by side on a busy 2-core machine took up to 330 s
+START_TIMEOUT_S = 1200  # two servers starting side by side on a busy 2-core machine took up to 330 s
+
+
+@pytest.fixture(scope="module", autouse=True)
+def api_key_in_environment() -> Iterator[None]:
+    """The key server B wants, where ``_remote`` engines read it from."""
+    os.environ[KEY_ENV] = API_KEY
+    yield
+    os.environ.pop(KEY_ENV, None)
+
+
+def _serve(model_path: str, log_path: Any, **options: Any) -> Iterator[Server]:
+    """One server of the built-in model for the module; the remote engines are
+    closed before it stops."""
+    with vllm_server(model_path, log_path=log_path, served_model_name=DEFAULT_MODEL, start_timeout_s=START_TIMEOUT_S,
+                     **options) as server:
+        try:
+            yield server
+        finally:
+            shutdown_remote_engines()
 
 
 @pytest.fixture(scope="module")
-def servers(model_path, tmp_path_factory) -> Iterator[tuple[Server, Server]]:
-    """Server A (open) and server B (wants API_KEY), started side by side; both
-    are stopped when the module is done (the remote engines closed first)."""
-    logs = tmp_path_factory.mktemp("vllm_servers")
-    options = dict(served_model_name=DEFAULT_MODEL, start_timeout_s=START_TIMEOUT_S, wait=False)
-    with contextlib.ExitStack() as stack:
-        a = stack.enter_context(vllm_server(model_path, log_path=logs / "a.log", **options))
-        b = stack.enter_context(vllm_server(model_path, api_key=API_KEY, log_path=logs / "b.log", **options))
-        os.environ[KEY_ENV] = API_KEY
-        try:
-            a.wait_healthy()
-            b.wait_healthy()
-            yield a, b
-        finally:
-            shutdown_remote_engines()
-            os.environ.pop(KEY_ENV, None)
+def server_a(model_path, tmp_path_factory) -> Iterator[Server]:
+    """Server A: open to any client."""
+    yield from _serve(model_path, tmp_path_factory.mktemp("vllm_server_a") / "a.log")
+
+
+@pytest.fixture(scope="module")
+def server_b(model_path, tmp_path_factory) -> Iterator[Server]:
+    """Server B: wants API_KEY (full tier)."""
+    yield from _serve(model_path, tmp_path_factory.mktemp("vllm_server_b") / "b.log", api_key=API_KEY)
+
+
+@pytest.fixture(scope="module")
+def servers(server_a, server_b) -> tuple[Server, Server]:
+    return server_a, server_b
 
 
 @pytest.fixture(scope="module")
@@ -136,17 +153,18 @@ def test_nothing_listening_says_to_start_the_server():
     assert url in str(info.value) and "start it" in str(info.value)
 
 
-def test_unserved_model_lists_what_is_served(servers):
-    a, _ = servers
+def test_unserved_model_lists_what_is_served(server_a):
+    a = server_a
     with pytest.raises(ValueError, match=r"serves \['smollm2-135m-instruct'\], not 'gpt-x'") as info:
         get_remote_engine(a.url, "gpt-x")
     assert a.url in str(info.value) and "--served-model-name gpt-x" in str(info.value)
 
 
-def test_api_key_is_sent_and_never_exposed(servers, sst2_prompts):
+@pytest.mark.full
+def test_api_key_is_sent_and_never_exposed(server_b, sst2_prompts):
     """Server B refuses a client without its key; with the key read from the
     environment, reads work, and the key is in no repr and no pickle."""
-    _, b = servers
+    b = server_b
     with pytest.raises(PermissionError, match="LLC_TEST_UNSET_KEY"):
         get_remote_engine(b.url, DEFAULT_MODEL, api_key_env="LLC_TEST_UNSET_KEY")
     remote = _remote(b)
@@ -160,15 +178,15 @@ def test_api_key_is_sent_and_never_exposed(servers, sst2_prompts):
         assert API_KEY not in str(info.value)
 
 
-def test_closed_engine_fails_its_reads_and_is_replaced(servers, sst2_prompts):
+def test_closed_engine_fails_its_reads_and_is_replaced(server_a, sst2_prompts):
     ids, label_ids = sst2_prompts
-    remote = _remote(servers[0], max_concurrency=4)
+    remote = _remote(server_a, max_concurrency=4)
     run_sync(remote.client.aclose())
     assert remote.dead
     with pytest.raises(GenerationError, match="is closed") as info:
         run_sync(read_label_logprobs(remote, ids[:2], label_ids))
     assert info.value.items == (0, 1)
-    fresh = _remote(servers[0], max_concurrency=4)
+    fresh = _remote(server_a, max_concurrency=4)
     assert fresh is not remote and not fresh.dead
     assert run_sync(read_label_logprobs(fresh, ids[:2], label_ids)).logprobs.shape == (2, 2)
 
@@ -176,29 +194,43 @@ def test_closed_engine_fails_its_reads_and_is_replaced(servers, sst2_prompts):
 # --- reads -------------------------------------------------------------------
 
 
-def test_remote_reads_equal_the_embedded_engine(servers, engine, sst2_prompts, reference):
-    """Label logprobs over one server (each read its own request) and over two
-    (reads batched into shared requests) equal the embedded engine's (max
-    |difference| printed: measured 0.0), and the engine spec carries over."""
+def check_reads_equal(remote: Any, most_requests: int, engine: Any, sst2_prompts: Any, reference: Any) -> None:
+    """30 label reads over ``remote`` equal the embedded engine's (max
+    |difference| printed: measured 0.0) in at most ``most_requests`` requests,
+    and the engine spec carries over."""
     ids, label_ids = sst2_prompts
-    for remote, most_requests in ((_remote(servers[0], max_batch=1), 30), (_remote(*servers), 29)):
-        sent = remote.client.requests
-        scores = run_sync(read_label_logprobs(remote, ids[:30], label_ids))
-        diff = np.abs(scores.logprobs - reference.logprobs[:30]).max()
-        print(f"{remote.client.urls}: max |remote - embedded| = {diff:.3g}")
-        assert diff <= TOLERANCE
-        np.testing.assert_array_equal(scores.top_token, reference.top_token[:30])
-        assert 0 < remote.client.requests - sent <= most_requests
-        assert remote.max_model_len == engine.max_model_len
-        assert remote.tokenizer.encode("Review: fine") == engine.tokenizer.encode("Review: fine")
-    assert _remote(*reversed(servers)) is remote  # one engine per server set and options
+    sent = remote.client.requests
+    scores = run_sync(read_label_logprobs(remote, ids[:30], label_ids))
+    diff = np.abs(scores.logprobs - reference.logprobs[:30]).max()
+    print(f"{remote.client.urls}: max |remote - embedded| = {diff:.3g}")
+    assert diff <= TOLERANCE
+    np.testing.assert_array_equal(scores.top_token, reference.top_token[:30])
+    assert 0 < remote.client.requests - sent <= most_requests
+    assert remote.max_model_len == engine.max_model_len
+    assert remote.tokenizer.encode("Review: fine") == engine.tokenizer.encode("Review: fine")
 
 
-def test_rejected_read_names_its_item_and_is_not_retried(servers, sst2_prompts):
+def test_remote_reads_equal_the_embedded_engine(server_a, engine, sst2_prompts, reference):
+    """Over one server: each read its own request, then reads batched into
+    shared requests."""
+    check_reads_equal(_remote(server_a, max_batch=1), 30, engine, sst2_prompts, reference)
+    check_reads_equal(_remote(server_a), 29, engine, sst2_prompts, reference)
+
+
+@pytest.mark.full
+def test_reads_over_two_servers_equal_the_embedded_engine(servers, engine, sst2_prompts, reference):
+    """Over two servers (reads batched into shared requests); one engine per
+    server set and options, whatever the order of the URLs."""
+    remote = _remote(*servers)
+    check_reads_equal(remote, 29, engine, sst2_prompts, reference)
+    assert _remote(*reversed(servers)) is remote
+
+
+def test_rejected_read_names_its_item_and_is_not_retried(server_a, sst2_prompts):
     """The server rejects the batch holding one over-long prompt: its reads go
     alone, and only that item fails, without retries."""
     ids, label_ids = sst2_prompts
-    remote = _remote(servers[0])
+    remote = _remote(server_a)
     too_long = ids[0] * (remote.max_model_len // len(ids[0]) + 1)
     retries, sent = remote.client.retries, remote.client.requests
     with pytest.raises(GenerationError, match=r"item\(s\) \[1\]") as info:
@@ -212,7 +244,7 @@ def test_rejected_read_names_its_item_and_is_not_retried(servers, sst2_prompts):
 # --- the estimator over a server ----------------------------------------------
 
 
-def test_estimator_with_base_url_equals_the_embedded_one(servers, engine, datasets_dir):
+def test_estimator_with_base_url_equals_the_embedded_one(server_a, engine, datasets_dir):
     """The same estimator code over a server: multi-token labels (a label trie
     of several reads per text) give the embedded engine's probabilities."""
     import pandas as pd
@@ -223,15 +255,15 @@ def test_estimator_with_base_url_equals_the_embedded_one(servers, engine, datase
     X, y = frame["text"].tolist(), frame["label"].to_numpy()
     params = dict(prompt="Article: {text}\nTopic:", progress=False, low_mass="ignore")
     embedded = LLMLabelClassifier(**params).fit(X, y)
-    remote = LLMLabelClassifier(base_url=servers[0].url + "/v1", **params).fit(X, y)
+    remote = LLMLabelClassifier(base_url=server_a.url + "/v1", **params).fit(X, y)
     assert remote.label_mode_ == embedded.label_mode_ == "full_sequence"
     assert remote.label_sequences_ == embedded.label_sequences_
     np.testing.assert_allclose(remote.predict_proba(X), embedded.predict_proba(X), atol=TOLERANCE)
     with pytest.raises(ValueError, match=r"engine_options \['dtype'\] do not apply to remote servers"):
-        LLMLabelClassifier(base_url=servers[0].url, engine_options={"dtype": "float32"}, **params).fit(X, y)
+        LLMLabelClassifier(base_url=server_a.url, engine_options={"dtype": "float32"}, **params).fit(X, y)
 
 
-def test_joint_read_over_a_server_equals_the_embedded_one(servers, engine, datasets_dir):
+def test_joint_read_over_a_server_equals_the_embedded_one(server_a, engine, datasets_dir):
     """A joint read sends its answer format (vLLM's structured outputs) with
     the reads: over a server, each output's option logprobs at its slot equal
     the embedded engine's, and so do the predictions."""
@@ -243,7 +275,7 @@ def test_joint_read_over_a_server_equals_the_embedded_one(servers, engine, datas
     X, Y = frame["text"].tolist(), frame[["label", "fine_label"]]
     params = dict(prompt="Question: {text}", multioutput_read="joint", progress=False)
     embedded = LLMLabelClassifier(**params).fit(X, Y)
-    remote = LLMLabelClassifier(base_url=servers[0].url + "/v1", **params).fit(X, Y)
+    remote = LLMLabelClassifier(base_url=server_a.url + "/v1", **params).fit(X, Y)
     assert remote.joint_regex_ == embedded.joint_regex_
     # A later slot is read after decode steps batched differently on the two
     # engines: float32 sums in another order, seen up to 3.5e-6 apart.
@@ -255,6 +287,7 @@ def test_joint_read_over_a_server_equals_the_embedded_one(servers, engine, datas
 # --- killed servers (these run last; each kills its own server) --------------
 
 
+@pytest.mark.full
 def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, reference):
     """SIGKILL server A once 30 reads finished: its unfinished reads move to
     B, and every result equals the embedded engine's."""
@@ -271,10 +304,11 @@ def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, referenc
     assert remote.client.retries > 0  # A's unfinished reads failed there first
 
 
-def test_killed_single_server_names_the_unfinished_items(servers, sst2_prompts):
+@pytest.mark.full
+def test_killed_single_server_names_the_unfinished_items(server_b, sst2_prompts):
     """With one server, killing it makes the call raise GenerationError whose
     ``items`` are exactly the reads that had not finished."""
-    _, b = servers
+    b = server_b
     remote = _remote(b, max_retries=2)
     recorder = Recorder(remote.client, lambda n: n == 20 and b.stop(signal.SIGKILL))
     ids, label_ids = sst2_prompts

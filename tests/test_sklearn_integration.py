@@ -75,6 +75,7 @@ def test_pickle_and_joblib_roundtrip(tmp_path, sst2, fitted):
     np.testing.assert_allclose(joblib.load(path).predict_proba(X), expected, atol=1e-12)
 
 
+@pytest.mark.full
 def test_fresh_process_loading_the_pickle_gives_the_same_probabilities(tmp_path, sst2, fitted):
     X, _ = sst2
     X = X[:8]
