@@ -58,8 +58,8 @@ def host_kind(host: int, test_pid: int) -> str:
         return "Ray actor"
     if "loky" in cmdline:
         return "loky worker"
-    if "MALLOC_TRIM_THRESHOLD_" in _read(f"/proc/{host}/environ") and "multiprocessing" in cmdline:
-        return "Dask worker"  # the nanny sets it in its workers
+    if cmdline.startswith("dask worker"):  # the title a Dask nanny gives its worker
+        return "Dask worker"
     return "subprocess"
 
 
