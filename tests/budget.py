@@ -27,6 +27,9 @@ import pytest
 POLL_S = 0.5
 #: vLLM names its engine-core process so (``/proc/PID/comm`` keeps 15 characters).
 ENGINE_CORE_COMM = "VLLM::EngineCor"
+#: An engine of another process still running this long after its file's last
+#: test counts as left behind (one shutting down takes ~5 s).
+LINGER_S = 15.0
 
 
 def _read(path: str) -> str:
@@ -73,7 +76,10 @@ class EngineCensus:
         self.starts: list[tuple[str, str]] = []
         #: engine cores alive, by pid: the kind of their host
         self.alive: dict[int, str] = {}
+        #: when each engine core was last seen gone (monotonic seconds), by pid
+        self.ended: dict[int, float] = {}
         self._seen: set[int] = set()
+        self._lock = threading.Lock()  # the watcher and the test thread both look
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="engine-census", daemon=True)
 
@@ -92,9 +98,14 @@ class EngineCensus:
             self._look()
 
     def _look(self) -> None:
+        with self._lock:
+            self._look_unlocked()
+
+    def _look_unlocked(self) -> None:
         for pid in list(self.alive):
             if not Path(f"/proc/{pid}").exists() or _read(f"/proc/{pid}/stat").rpartition(")")[2].split()[:1] == ["Z"]:
                 del self.alive[pid]
+                self.ended[pid] = time.monotonic()
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit() or int(entry.name) in self._seen:
                 continue
@@ -106,11 +117,16 @@ class EngineCensus:
             self.alive[pid] = kind
             self.starts.append((self.current_file, kind))
 
-    def others_alive(self) -> int:
+    def others_alive(self) -> list[int]:
         """Engine cores alive now that this process does not host (left behind
-        by a file whose tests are done, if counted between files)."""
+        by a file whose tests are done, if they outlive LINGER_S)."""
         self._look()
-        return sum(kind != "this process" for kind in self.alive.values())
+        return [pid for pid, kind in self.alive.items() if kind != "this process"]
+
+    def lingered(self, pids: list[int], since: float) -> int:
+        """How many of ``pids`` were still running LINGER_S after ``since``."""
+        now = time.monotonic()
+        return sum(self.ended.get(pid, now) - since > LINGER_S for pid in pids)
 
 
 class Budget:
@@ -120,8 +136,8 @@ class Budget:
         self.census = EngineCensus()
         self.seconds: dict[str, float] = defaultdict(float)
         self.tests: Counter[str] = Counter()
-        #: engines of other processes still alive when the next file began
-        self.left_running: dict[str, int] = {}
+        #: engines of other processes alive when the next file began, and when
+        self.left_running: dict[str, tuple[list[int], float]] = {}
         self.started = time.monotonic()
 
     @pytest.hookimpl(hookwrapper=True)
@@ -129,7 +145,7 @@ class Budget:
         path = item.location[0]
         if path != self.census.current_file:
             if self.census.current_file in self.seconds:
-                self.left_running[self.census.current_file] = self.census.others_alive()
+                self.left_running[self.census.current_file] = (self.census.others_alive(), time.monotonic())
             self.census.current_file = path
         yield
 
@@ -152,15 +168,16 @@ class Budget:
         kinds = sorted({kind for _, kind in self.census.starts})
         write = terminalreporter.write_line
         terminalreporter.section("time and engine starts per test file")
-        self.left_running[self.census.current_file] = self.census.others_alive()
+        self.left_running[self.census.current_file] = (self.census.others_alive(), time.monotonic())
         write("engine starts by the kind of process that hosts them; 'left' = other processes' engines still")
-        write("alive after the file's last test (each costs memory, and CPU if it works)")
+        write(f"running {LINGER_S:.0f} s after the file's last test (each costs memory, and CPU if it works)")
         header = f"{'file':<34} {'tests':>5} {'seconds':>8}  " + "  ".join(f"{k:>15}" for k in kinds) + "   left"
         write(header)
         files = sorted(set(self.seconds) | set(starts_by_file), key=lambda f: -self.seconds.get(f, 0.0))
         for path in files:
             counts = "  ".join(f"{starts_by_file[path][k] or '':>15}" for k in kinds)
-            left = self.left_running.get(path) or ""
+            pids, since = self.left_running.get(path, ([], 0.0))
+            left = self.census.lingered(pids, since) or ""
             write(f"{path:<34} {self.tests[path]:>5} {self.seconds.get(path, 0.0):>8.0f}  {counts}   {left:>4}")
         totals = Counter(kind for _, kind in self.census.starts)
         write(f"{'total':<34} {sum(self.tests.values()):>5} {sum(self.seconds.values()):>8.0f}  "
