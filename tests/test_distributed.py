@@ -328,9 +328,10 @@ class TestRayData:
     @pytest.mark.full
     def test_a_killed_actor_is_replaced_and_loses_nothing(self, clf, big_frame, reference):
         """SIGKILL an actor that holds an engine once the first batch is back.
-        An actor can also end by itself before the kill lands (Ray Data retires
-        actors whose work is done): then nothing is killed, and every row must
-        still come back once, in order."""
+        The actor is picked among those alive at that moment (an actor seen
+        earlier may have ended: the ProcessLookupError of issue 27); if every
+        one ended by itself first, nothing is killed, and every row must still
+        come back once, in order."""
         import ray
 
         seen: dict[int, int] = {}
@@ -520,7 +521,10 @@ class TestDask:
         out = persisted.compute()
         check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
         assert wait_until(lambda: len(client.run(os.getpid)) == 2, deadline_s=600, step_s=0.5)
-        assert not set(pids.values()) <= set(client.run(os.getpid).values()), "no worker was replaced"
+        if victim is not None:
+            assert victim not in client.run(os.getpid).values()
+        else:  # every worker ended by itself: each was replaced
+            assert not set(pids.values()) & set(client.run(os.getpid).values())
 
     def test_a_bad_row_is_named_by_its_id_or_index(self, client, engine, strict, frame):
         import dask.dataframe as dd
