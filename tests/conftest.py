@@ -108,7 +108,6 @@ def healthy_demo(datasets_dir: Path):
     return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=900)
 
 
-
 def pytest_configure(config) -> None:
     """The ``full`` marker, and the table of seconds and engine starts per file
     printed at the end of every run (``tests/budget.py``)."""
