@@ -46,7 +46,7 @@ GENERATE_MAX_TOKENS = 5
 
 
 def _model_path() -> str:
-    from llm_label_clf.builtin_model import resolve_model
+    from llm_label_clf.models.builtin import resolve_model
 
     return resolve_model(MODEL)
 

@@ -65,8 +65,8 @@ def main() -> None:
     from bench.common import SST2_PROMPT, sizes, sst2
     from bench.roofline import model_gflop_per_token, peak_gflops
 
-    from llm_label_clf.builtin_model import DEFAULT_MODEL, resolve_model
     from llm_label_clf.engines.local import engine_settings
+    from llm_label_clf.models.builtin import DEFAULT_MODEL, resolve_model
 
     model_dir = resolve_model(DEFAULT_MODEL)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

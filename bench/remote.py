@@ -141,9 +141,9 @@ def main() -> None:
 
     import numpy as np
 
-    from llm_label_clf.builtin_model import resolve_model
     from llm_label_clf.engines.local import get_engine, shutdown_engines
     from llm_label_clf.engines.remote import get_remote_engine, shutdown_remote_engines
+    from llm_label_clf.models.builtin import resolve_model
     from llm_label_clf.testing import vllm_server
 
     RESULTS.mkdir(parents=True, exist_ok=True)

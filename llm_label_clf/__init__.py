@@ -1,32 +1,18 @@
 """llm_label_clf: any causal LLM served by vLLM as a scikit-learn classifier."""
 
+from . import exceptions
 from .classifier import LLMLabelClassifier
-from .classifier_cv import LLMLabelClassifierCV
 from .distributed import LabelReadStages, ray_llm_processor, score_dask_dataframe, score_ray_dataset
 from .engines import engine_info, get_engine, get_remote_engine, shutdown_engines, shutdown_remote_engines
-from .exceptions import (
-    GenerationError,
-    LabelWordsWarning,
-    LowLabelMassWarning,
-    ModelNotFoundError,
-    ModelUnavailableError,
-    NotFittedError,
-    TruncationWarning,
-)
+from .exceptions import *  # noqa: F403  (every exception and warning is public: exceptions.__all__)
 from .label_reads import LabelRead, next_token_label_reads
+from .selection.search import LLMLabelClassifierCV
 
 __all__ = [
-    "GenerationError",
     "LLMLabelClassifier",
     "LLMLabelClassifierCV",
     "LabelRead",
     "LabelReadStages",
-    "LabelWordsWarning",
-    "LowLabelMassWarning",
-    "ModelNotFoundError",
-    "ModelUnavailableError",
-    "NotFittedError",
-    "TruncationWarning",
     "engine_info",
     "get_engine",
     "get_remote_engine",
@@ -37,4 +23,5 @@ __all__ = [
     "shutdown_engines",
     "shutdown_remote_engines",
 ]
+__all__ += exceptions.__all__
 __version__ = "0.1.0"

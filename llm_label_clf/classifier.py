@@ -1,9 +1,10 @@
 """``LLMLabelClassifier``: the scikit-learn shell of the package. It holds
-the parameters (checked at fit from the table in ``_params``), builds the
-reading plans and calibration at fit (``_fitting``), and predicts by running
-the plans over ``X`` with one chunk driver, then post-processing: records ->
-plans -> engine -> class logprobs -> probabilities (softmax over each class's
-label logprobs, then any calibration).
+the parameters (checked at fit from the table in ``fitting.params``), sets
+its fitted attributes from what ``fitting.fit`` decides (reading plans, and
+one ``FittedOutput`` per output), and predicts by running the plans over
+``X`` with one chunk driver, then through those outputs: records -> plans ->
+engine -> class logprobs -> probabilities (softmax over each class's label
+logprobs, then any calibration) -> each method's shape (``fitting.shaping``).
 
 The estimator holds plain data only; the engine lives in the process-wide
 registry (``engines``), so clones share it and pickles never hold it.
@@ -12,7 +13,6 @@ registry (``engines``), so clones share it and pickles never hold it.
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,15 +21,15 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._fitting import fit_joint, fit_output, fit_separate
-from ._inputs import as_records
-from ._params import check_params
-from ._sklearn import TransformOutput, drop_fitted, text_classifier_tags
-from ._targets import as_target, stack_columns, subset_accuracy
-from .builtin_model import DEFAULT_MODEL
-from .calibration import calibrate
 from .engines import Engine, engine_for
-from .exceptions import LowLabelMassWarning
+from .fitting.fit import JointFit, OutputFit, fit_joint, fit_output, fit_separate
+from .fitting.fitted import FittedOutput, check_label_mass
+from .fitting.inputs import as_records
+from .fitting.params import check_params
+from .fitting.shaping import method_result
+from .fitting.sklearn_api import TransformOutput, drop_fitted, text_classifier_tags
+from .fitting.targets import as_target, subset_accuracy
+from .models.builtin import DEFAULT_MODEL
 from .reading.driver import aread_plans, read_plans
 from .reading.plan import ClassReads
 
@@ -131,11 +131,13 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         (over 256 reads), in terminals and notebooks, sync and async alike;
         False silences it.
     low_mass : {"warn", "raise", "ignore"}, default="warn"
-        What to do when the labels' total probability for a text is below
-        ``low_mass_threshold`` (the model wanted to answer something else).
+        What to do when a text's label mass is below ``low_mass_threshold``
+        (the model wanted to answer something else); warned once per call.
     low_mass_threshold : float, default=1e-4
-        The label mass (the labels' total full-vocabulary probability) below
-        which ``low_mass`` applies.
+        The label mass below which ``low_mass`` applies: the full-vocabulary
+        probability of the labels' first tokens (each distinct first token
+        once), read right after the prompt; for one-token labels, the
+        labels' total probability.
     too_long : {"truncate", "raise"}, default="truncate"
         A text whose prompt is longer than the model reads is cut at its end
         (never the instructions or the answer cue) with a ``TruncationWarning``,
@@ -214,6 +216,9 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         What fit decided about reading, as plain picklable data: one plan
         per output (a joint read: one plan for every output). A worker
         process given a plan and an engine reads what the estimator reads.
+    outputs_ : list of FittedOutput
+        Per output, what prediction goes through: its classes and
+        calibration, and ``log_proba(reads)`` (see ``log_proba_from_reads``).
     estimators_ : list of LLMLabelClassifier
         Several outputs read separately: the fitted estimator of each output.
     n_outputs_ : int
@@ -224,6 +229,12 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         A joint read (``multioutput_read="joint"``), instead of
         ``estimators_``: the output names, each output's option letters, the
         answer format vLLM holds the reply to, and the letters' token ids.
+
+    Notes
+    -----
+    Every prediction method (``predict_proba``, ``predict``, ``transform``,
+    ``diagnose``, ...) takes ``X`` as ``fit`` does: a sequence of str, a
+    pandas Series, or a DataFrame whose columns fill the prompt's fields.
 
     See Also
     --------
@@ -361,13 +372,53 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         target = None if y is None else as_target(y, len(records))
         drop_fitted(self)  # a refit starts from nothing, whatever the last fit set
         if target is None or target.kind == "single":
-            column = None if target is None else target.columns[0]
-            vars(self).update(fit_output(self, records, column, self._engine))
+            self._set_output(fit_output(self, records, None if target is None else target.columns[0], self._engine))
         elif self.multioutput_read == "joint":
-            vars(self).update(fit_joint(self, records, target, self._engine))
+            self._set_joint(fit_joint(self, records, target, self._engine))
         else:
-            vars(self).update(fit_separate(self, records, target, self._engine))
+            estimators, fits = fit_separate(self, records, target, self._engine)
+            for estimator, fit in zip(estimators, fits, strict=True):
+                estimator._set_output(fit)
+            self.estimators_ = estimators
+            names = target.names if target.names is not None else list(range(len(target.columns)))
+            classes = np.array(names) if target.kind == "multilabel" else [e.classes_ for e in estimators]
+            self._set_outputs(classes, [f.reading.plan for f in fits], [f.output for f in fits], target.kind)
         return self
+
+    def _set_outputs(self, classes: Any, plans: list[Any], outputs: list[FittedOutput], kind: str) -> None:
+        """What every fit sets: the classes, the plans to read, the outputs
+        to predict through, and with several outputs their count and kind."""
+        self.classes_ = classes
+        self.plans_ = plans
+        self.outputs_ = outputs
+        if kind != "single":
+            self.n_outputs_ = len(outputs)
+            self.output_kind_ = kind
+
+    def _set_output(self, fit: OutputFit) -> None:
+        """The fitted attributes of one output read on its own."""
+        reading, calibration = fit.reading, fit.output.calibration
+        self._set_outputs(fit.output.classes, [reading.plan], [fit.output], "single")
+        self.chat_, self.prompt_ = fit.chat, fit.prompt
+        self.verbalizers_ = reading.verbalizers
+        self.label_sequences_ = reading.label_sequences
+        self.label_mode_ = reading.label_mode
+        self.label_token_ids_ = reading.label_token_ids
+        self.options_ = reading.options
+        self.few_shot_rows_ = reading.few_shot_rows
+        self.few_shot_prefix_ = reading.few_shot_prefix
+        self.class_prior_ = np.exp(calibration.log_prior)
+        self.calibration_bias_ = calibration.bias
+        self.calibrator_ = calibration.learned
+
+    def _set_joint(self, fit: JointFit) -> None:
+        """The fitted attributes of a joint read of several outputs."""
+        self._set_outputs([output.classes for output in fit.outputs], [fit.plan], fit.outputs, "multioutput")
+        self.chat_, self.prompt_ = fit.chat, fit.prompt
+        self.joint_names_ = fit.names
+        self.joint_options_ = fit.options
+        self.joint_regex_ = fit.regex
+        self.joint_token_ids_ = fit.token_ids
 
     # ----------------------------------------------------------- prediction
 
@@ -392,83 +443,41 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         engine = await asyncio.get_running_loop().run_in_executor(None, self._engine)
         return await aread_plans(self.plans_, records, engine, batch_size=self.batch_size, progress=self.progress)
 
-    def _log_probas(self, reads: list[ClassReads]) -> list[np.ndarray]:
-        """Per output, log-probabilities over its classes: a joint read's are
-        normalised over each output's options; otherwise each output's
-        estimator checks the label mass and applies its calibration."""
-        if self._is_joint():
-            return [r.log_proba() for r in reads]
-        heads = vars(self).get("estimators_") or [self]
-        return [head._finish(r) for head, r in zip(heads, reads, strict=True)]
+    def log_proba_from_reads(self, reads: list[ClassReads]) -> list[np.ndarray]:
+        """Per output, log-probabilities from reads of ``plans_``.
 
-    def _finish(self, reads: ClassReads) -> np.ndarray:
-        self._check_mass(reads)
-        log_prior = np.log(self.class_prior_)
-        return calibrate(reads.log_proba(), self.calibration, self.calibration_bias_, self.calibrator_, log_prior)
-
-    def _check_mass(self, reads: ClassReads) -> None:
-        if self.low_mass == "ignore" or reads.class_logprobs.shape[0] == 0:
-            return
-        mass = reads.label_mass()
-        low = np.flatnonzero(mass < self.low_mass_threshold)
-        if low.size == 0:
-            return
-        message = (
-            f"{low.size} of {mass.size} texts have label mass below {self.low_mass_threshold} "
-            f"(item {low[0]}: {mass[low[0]]:.2g}): the model mostly wants to answer something "
-            "other than the labels there; reword the prompt or labels, or set low_mass='ignore'"
-        )
-        if self.low_mass == "raise":
-            raise ValueError(message)
-        warnings.warn(message, LowLabelMassWarning, stacklevel=6)
-
-    def _probas(self, log_probas: list[np.ndarray]) -> np.ndarray | list[np.ndarray]:
-        """Probabilities shaped by the kind of ``y``: one array; a list, one per
-        output; or multi-label, P(label applies), (n, n_labels)."""
-        probas = [np.exp(lp) for lp in log_probas]
-        kind = self._kind()
-        if kind == "single":
-            return probas[0]
-        if kind == "multilabel":
-            return np.column_stack([p[:, 1] for p in probas])
-        return probas
-
-    def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Log-probabilities of the classes for each text.
+        The seam for reads made elsewhere (a worker's engine, Ray's vLLM
+        stage): what every prediction method computes after reading, the
+        label-mass check (once for every output) and the calibration
+        included.
 
         Parameters
         ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
+        reads : list of ClassReads
+            One per output, as ``plans_`` read them (``read_plans``).
 
         Returns
         -------
-        ndarray of shape (n_texts, n_classes), or list of ndarray
-            Columns in ``classes_`` order. Several outputs: a list, one array
-            per output. Multi-label: log P(label applies), (n_texts, n_labels).
-
-        Raises
-        ------
-        NotFittedError
-            Before ``fit``.
-        GenerationError
-            A read failed in the engine; ``items`` names the texts.
+        list of ndarray
+            Per output, (n_texts, n_classes) log-probabilities, columns in
+            that output's classes order.
         """
-        log_probas = self._log_probas(self._read(X))
-        kind = self._kind()
-        if kind == "single":
-            return log_probas[0]
-        if kind == "multilabel":
-            return np.log(self._probas(log_probas))
-        return log_probas
+        check_is_fitted(self, ["classes_", "plans_", "outputs_"])
+        check_label_mass(self.outputs_, reads, self.low_mass, self.low_mass_threshold)
+        return [output.log_proba(r) for output, r in zip(self.outputs_, reads, strict=True)]
+
+    def _result(self, method: str, reads: list[ClassReads]) -> Any:
+        """``method``'s result from the reads of every output."""
+        return method_result(method, self._kind(), self.log_proba_from_reads(reads), self.classes_, self.threshold)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
+        """Log-probabilities of the classes for each text: ``predict_proba``'s
+        shapes, columns, errors and warnings, as logs computed before any
+        exponentiation (multi-label: log P(label applies))."""
+        return self._result("predict_log_proba", self._read(X))
 
     def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Probabilities of the classes for each text (rows sum to 1).
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
 
         Returns
         -------
@@ -492,33 +501,16 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         TruncationWarning
             Some texts were cut to fit the model's context (``too_long``).
         """
-        return self._probas(self._log_probas(self._read(X)))
+        return self._result("predict_proba", self._read(X))
 
     async def apredict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """``predict_proba`` for callers already inside an event loop.
-
-        It does not block that loop while the engine works; the same reads
-        and the same numbers as ``predict_proba``.
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
-        Returns
-        -------
-        ndarray or list of ndarray
-            As ``predict_proba``.
-        """
-        return self._probas(self._log_probas(await self._aread(X)))
+        """``predict_proba`` for callers already inside an event loop: it does
+        not block that loop while the engine works, and gives the same reads
+        and the same numbers."""
+        return self._result("predict_proba", await self._aread(X))
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class of each text.
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
 
         Returns
         -------
@@ -528,35 +520,14 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
             Multi-label: the 0/1 indicator of P(label applies) >= ``threshold``,
             shape (n_texts, n_labels).
         """
-        log_probas = self._log_probas(self._read(X))
-        kind = self._kind()
-        if kind == "multilabel":
-            return (self._probas(log_probas) >= self.threshold).astype(np.int64)
-        classes = [self.classes_] if kind == "single" else self.classes_
-        predicted = [c[np.argmax(lp, axis=1)] for c, lp in zip(classes, log_probas, strict=True)]
-        return predicted[0] if kind == "single" else stack_columns(predicted)
+        return self._result("predict", self._read(X))
 
     def decision_function(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Scores for each text: log-odds (binary) or log-probabilities.
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
-        Returns
-        -------
-        ndarray or list of ndarray
-            Binary: the log-odds of ``classes_[1]``, shape (n_texts,).
-            Otherwise the log-probabilities, shape (n_texts, n_classes).
-            Multi-label: each label's log-odds, (n_texts, n_labels); several
-            outputs: a list, one per output.
-        """
-        scores = [lp[:, 1] - lp[:, 0] if lp.shape[1] == 2 else lp for lp in self._log_probas(self._read(X))]
-        kind = self._kind()
-        if kind == "single":
-            return scores[0]
-        return np.column_stack(scores) if kind == "multilabel" else scores
+        """Scores for each text: binary, the log-odds of ``classes_[1]``, shape
+        (n_texts,); otherwise the log-probabilities, (n_texts, n_classes).
+        Multi-label: each label's log-odds, (n_texts, n_labels); several
+        outputs: a list, one per output."""
+        return self._result("decision_function", self._read(X))
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Mean accuracy on ``X`` and ``y``.
@@ -594,11 +565,6 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         ``set_output(transform="pandas")`` it returns a DataFrame whose
         columns are ``get_feature_names_out()``.
 
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
         Returns
         -------
         ndarray of shape (n_texts, n_features) or DataFrame
@@ -634,16 +600,11 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     def diagnose(self, X: Any) -> pd.DataFrame:
         """What the model wanted to write, one row per text.
 
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
         Returns
         -------
         DataFrame
             ``proba_<class>`` for each class, ``label_mass`` (the
-            full-vocabulary probability on all label tokens), ``top_token``
+            full-vocabulary probability of the labels' first tokens), ``top_token``
             (the model's own first choice, decoded), ``top_token_is_label``
             and ``predicted``.
 
@@ -663,8 +624,9 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
                 f"diagnose reads one output; this estimator has {self.n_outputs_}: "
                 "call clf.estimators_[j].diagnose(X) for output j"
             )
-        reads = self._read(X)[0]
-        proba = np.exp(self._finish(reads))
+        reads = self._read(X)
+        proba = np.exp(self.log_proba_from_reads(reads)[0])
+        reads = reads[0]
         flat = [t for ids in self.label_token_ids_ for t in ids]
         tokenizer = self._engine().tokenizer
         frame = pd.DataFrame({f"proba_{c}": proba[:, k] for k, c in enumerate(self.classes_)})

@@ -1,18 +1,26 @@
-"""Exceptions raised by llm_label_clf."""
+"""Exceptions and warnings raised by llm_label_clf (``__all__``: every one is
+public), and ``warn_user``, the one way the package warns: at the user's own
+line."""
 
 from __future__ import annotations
 
+import inspect
+import os
+import warnings
 from collections.abc import Sequence
 
+import joblib
 from sklearn.exceptions import NotFittedError
 
 __all__ = [
     "GenerationError",
+    "InvalidInputError",
     "LabelWordsWarning",
     "LowLabelMassWarning",
     "ModelNotFoundError",
     "ModelUnavailableError",
     "NotFittedError",
+    "RemoteServerError",
     "TruncationWarning",
 ]
 
@@ -52,6 +60,37 @@ class GenerationError(RuntimeError):
         self.items: tuple[int, ...] = tuple(items)
 
 
+class InvalidInputError(ValueError):
+    """An input text cannot be read: missing, not a string, or too long to fit
+    the model's context with ``too_long="raise"``.
+
+    A ``ValueError``, as scikit-learn raises for bad input. The message names
+    the first offending item and says what to do; ``items`` holds every
+    offending item's index in ``X`` as data, so a caller (a Ray or Dask batch,
+    a retry loop) can name or drop exactly those rows without reading the
+    message.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the first offending item.
+    items : sequence of int, default=()
+        Indices, in ``X``'s order, of the offending inputs; kept as the
+        tuple ``items``.
+
+    Examples
+    --------
+    >>> from llm_label_clf import InvalidInputError
+    >>> error = InvalidInputError("X item 2 is missing (None): every input must be a string", items=[2])
+    >>> error.items, isinstance(error, ValueError)
+    ((2,), True)
+    """
+
+    def __init__(self, message: str, items: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.items: tuple[int, ...] = tuple(items)
+
+
 class LabelWordsWarning(UserWarning):
     """The classes are numbers or booleans and no ``labels`` give them words.
 
@@ -65,9 +104,13 @@ class LabelWordsWarning(UserWarning):
 class LowLabelMassWarning(UserWarning):
     """The model put little probability on any label for some texts.
 
-    Warned by prediction methods when the labels' total full-vocabulary
-    probability for a text is below ``low_mass_threshold``: the model's answer
-    is probably not among the labels. Reword the prompt, add
+    Warned once per prediction call when, for some texts, the label mass is
+    below ``low_mass_threshold``: the full-vocabulary probability of the
+    labels' first tokens (the distinct first tokens of every label, aliases
+    included, each counted once), read right after the prompt, i.e. how much
+    the model wants to start answering with a label (for one-token labels,
+    the labels' total probability). The model's answer is probably not among
+    the labels. Reword the prompt, add
     ``instructions``, or give aliases; ``diagnose(X)`` shows the model's own
     first choice. ``low_mass="raise"`` makes it a ``ValueError`` and
     ``low_mass="ignore"`` silences it.
@@ -100,6 +143,18 @@ class ModelUnavailableError(OSError):
     """
 
 
+class RemoteServerError(ConnectionError):
+    """No vLLM server could answer.
+
+    Raised by ``get_remote_engine`` and by ``fit`` with ``base_url`` when
+    nothing listens at a URL or a server does not report what a vLLM server
+    reports; during prediction, a read that used up its retries on every
+    server surfaces as a ``GenerationError`` naming the item, with this error
+    as its cause. A ``ConnectionError``: check the URL, that the server runs,
+    and ``engine_options={"timeout_s": ...}``.
+    """
+
+
 class TruncationWarning(UserWarning):
     """Some texts were cut at their end to fit the model's context length.
 
@@ -108,3 +163,24 @@ class TruncationWarning(UserWarning):
     ``too_long="raise"`` refuses such texts instead, naming the item; a
     larger ``engine_options={"max_model_len": ...}`` reads more of them.
     """
+
+
+#: Folders whose frames are not the user's: this package, and the libraries
+#: that call an estimator on the user's behalf (calibration, search, joblib).
+_NOT_USER = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep
+    for path in (__file__, inspect.getfile(NotFittedError), joblib.__file__)
+)
+
+
+def warn_user(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` pointed at the first frame outside this package and
+    scikit-learn: the user's line, however deep the call (a calibration's or a
+    search's fit included). Counted from the live stack, so Python 3.12's
+    inlined comprehensions and the caller's depth cannot shift it."""
+    frame = inspect.currentframe()
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_NOT_USER):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)

@@ -53,7 +53,7 @@ def fp32_engine(engine):
 @pytest.fixture(scope="session")
 def model_path() -> str:
     """The built-in model's converted Hugging Face folder (in the user cache)."""
-    from llm_label_clf.builtin_model import DEFAULT_MODEL, resolve_model
+    from llm_label_clf.models.builtin import DEFAULT_MODEL, resolve_model
 
     return resolve_model(DEFAULT_MODEL)
 

@@ -1,4 +1,4 @@
-"""The built-in model cache (``llm_label_clf.builtin_model``): where it lives,
+"""The built-in model cache (``llm_label_clf.models.builtin``): where it lives,
 how a converted folder is verified, rebuilt when corrupt, and converted once
 when several processes ask at the same time."""
 
@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from llm_label_clf import builtin_model
-from llm_label_clf.builtin_model import DEFAULT_MODEL, MANIFEST, _is_complete, _write_manifest, cache_dir, resolve_model
+from llm_label_clf.models import builtin as builtin_model
+from llm_label_clf.models.builtin import (
+    DEFAULT_MODEL,
+    MANIFEST,
+    _is_complete,
+    _write_manifest,
+    cache_dir,
+    resolve_model,
+)
 
 
 def _leftovers(models: Path, target: Path) -> list[str]:
@@ -118,9 +125,10 @@ def test_is_complete_rejects_damage(tmp_path, damage):
     assert not _is_complete(folder)
 
 
-def test_corrupt_cache_is_detected_and_rebuilt(model_path, monkeypatch, tmp_path, caplog):
+def test_corrupt_cache_is_detected_and_rebuilt(model_path, monkeypatch, tmp_path, caplog, capfd):
     """A cache whose weights were truncated (an interrupted copy, a full disk) is
-    rebuilt by the next resolve_model. Converts the GGUF once (~25 s)."""
+    rebuilt by the next resolve_model, the same bytes as the first conversion
+    and without transformers' progress bars. Converts the GGUF once (~20 s)."""
     source = Path(model_path)
     cache = tmp_path / "cache"
     target = cache / "models" / source.name
@@ -130,14 +138,25 @@ def test_corrupt_cache_is_detected_and_rebuilt(model_path, monkeypatch, tmp_path
         handle.truncate(weights.stat().st_size // 2)
     assert not _is_complete(target)
 
+    import gguf
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
     monkeypatch.setenv("LLM_LABEL_CLF_CACHE", str(cache))
+    before = (gguf.GGUFReader, gguf.get_tensor_name_map, gguf_utils.tqdm, hf_logging.is_progress_bar_enabled())
+    capfd.readouterr()
     with caplog.at_level(logging.WARNING, logger=builtin_model.__name__):
         resolved = resolve_model(DEFAULT_MODEL)
+    err = capfd.readouterr().err
+    assert "GGUF tensors" not in err and "Loading weights" not in err, err[-2000:]
+    # what the conversion changed for its duration is back as it was
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map, gguf_utils.tqdm, hf_logging.is_progress_bar_enabled()) == before
 
     assert resolved == str(target)
     assert any("Rebuilding" in r.getMessage() for r in caplog.records)
     assert _is_complete(target)
-    assert weights.stat().st_size == (source / "model.safetensors").stat().st_size
+    rebuilt, first = (json.loads((folder / MANIFEST).read_text())["files"] for folder in (target, source))
+    assert rebuilt["model.safetensors"] == first["model.safetensors"]  # the same weights, bit for bit
     assert _leftovers(cache / "models", target) == []
     assert resolve_model(DEFAULT_MODEL) == resolved  # now accepted as it is
 
@@ -145,7 +164,7 @@ def test_corrupt_cache_is_detected_and_rebuilt(model_path, monkeypatch, tmp_path
 _CONVERT_SCRIPT = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-from llm_label_clf.builtin_model import resolve_model
+from llm_label_clf.models.builtin import resolve_model
 print(resolve_model("smollm2-135m-instruct"))
 """
 

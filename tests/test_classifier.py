@@ -13,7 +13,13 @@ import pytest
 from scipy.special import logsumexp, softmax
 
 from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
-from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, NotFittedError, TruncationWarning
+from llm_label_clf import (
+    InvalidInputError,
+    LLMLabelClassifier,
+    LowLabelMassWarning,
+    NotFittedError,
+    TruncationWarning,
+)
 
 N_TEXTS = 24
 
@@ -163,8 +169,10 @@ def test_order_is_preserved_and_empty_input_works(sst2, fitted):
     [(None, r"X item 2 is missing"), (float("nan"), r"X item 2 is missing"), (7, r"X item 2 is a int")],
 )
 def test_non_text_input_names_the_item(fitted, bad, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(InvalidInputError, match=match) as info:
         fitted.predict_proba(["fine", "also fine", bad, "fine"])
+    assert info.value.items == (2,)  # the item as data, not only in the message
+    assert isinstance(info.value, ValueError)
 
 
 def test_series_errors_name_the_index(fitted):
@@ -299,5 +307,6 @@ def test_too_long_texts_are_cut_at_the_end_or_refused(engine, sst2, fitted):
     with pytest.warns(TruncationWarning, match=r"2 text\(s\) .* items \[3, 5\]") as caught:
         make(batch_size=2).fit(X, y).predict_proba(chunked)
     assert len([w for w in caught if issubclass(w.category, TruncationWarning)]) == 1
-    with pytest.raises(ValueError, match=r"X item 3 is \d+ tokens"):
+    with pytest.raises(InvalidInputError, match=r"X item 3 is \d+ tokens") as info:
         make(batch_size=2, too_long="raise").fit(X, y).predict_proba(chunked)
+    assert info.value.items == (3,)  # X's index, across chunks

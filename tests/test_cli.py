@@ -22,8 +22,9 @@ import pandas as pd
 import pytest
 
 from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, TruncationWarning, cli
-from llm_label_clf._cli_hints import OPTION_OF, cli_hint, engine_hint
-from llm_label_clf._cli_options import (
+from llm_label_clf.cli.commands import build_parser
+from llm_label_clf.cli.hints import OPTION_OF, cli_hint, engine_hint
+from llm_label_clf.cli.options import (
     LENGTH_NORMS,
     LOW_MASS,
     TOO_LONG,
@@ -32,9 +33,8 @@ from llm_label_clf._cli_options import (
     needs_labels,
     parse_engine_option,
 )
-from llm_label_clf._cli_rows import announce_bad_rows, good_rows, with_predictions
-from llm_label_clf._params import LABEL_MODES, PARAMETERS, check_params
-from llm_label_clf._tables import (
+from llm_label_clf.cli.rows import announce_bad_rows, good_rows, with_predictions
+from llm_label_clf.cli.tables import (
     UsageError,
     bad_row_reasons,
     format_of,
@@ -43,7 +43,8 @@ from llm_label_clf._tables import (
     skipped_path,
     write_table,
 )
-from llm_label_clf.calibration import CALIBRATIONS
+from llm_label_clf.fitting.calibration import CALIBRATIONS
+from llm_label_clf.fitting.params import LABEL_MODES, PARAMETERS, check_params
 
 
 def test_demo_prints_a_classification_report(healthy_demo):
@@ -305,7 +306,7 @@ def test_help_lists_classify_and_evaluate():
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return cli.build_parser().parse_args(list(argv))
+    return build_parser().parse_args(list(argv))
 
 
 @pytest.mark.parametrize(
@@ -695,7 +696,8 @@ class WordTokenizer:
 
 def library_messages() -> dict[str, str]:
     """Errors and warnings the estimator raises, by the parameter they hint at."""
-    from llm_label_clf.calibration import LearnedCalibrator
+    from llm_label_clf.fitting.calibration import Calibration, LearnedCalibrator
+    from llm_label_clf.fitting.fitted import FittedOutput, check_label_mass
     from llm_label_clf.reading.label_tokens import distinct_first_tokens
     from llm_label_clf.reading.plan import ClassReads
     from llm_label_clf.reading.prompts import PromptTemplate
@@ -703,11 +705,12 @@ def library_messages() -> dict[str, str]:
 
     messages = {}
     with pytest.warns(TruncationWarning) as truncated:
-        warn_truncated(list(range(12)), 100, stacklevel=1)
+        warn_truncated(list(range(12)), 100)
     messages["truncated"] = str(truncated[0].message)
     reads = ClassReads(np.log(np.full((3, 2), 1e-6)), np.zeros((3, 2)), np.zeros(3, dtype=np.int64))
+    output = FittedOutput(np.array(["a", "b"]), Calibration(None, np.log([0.5, 0.5])))
     with pytest.warns(LowLabelMassWarning) as low:
-        LLMLabelClassifier()._check_mass(reads)
+        check_label_mass([output], [reads], "warn", LLMLabelClassifier().low_mass_threshold)
     messages["low_mass"] = str(low[0].message)
     layout = PromptLayout(PromptTemplate.parse(PROMPT), chat=False, too_long="raise")
     with pytest.raises(ValueError) as too_long:

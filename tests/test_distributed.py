@@ -34,6 +34,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from helpers import make_classifier, wait_until
+from llm_label_clf import InvalidInputError
 from llm_label_clf.distributed import empty_output, score_dask_dataframe, score_ray_dataset
 from llm_label_clf.distributed._batch import score_batch
 from llm_label_clf.distributed._columns import check_methods
@@ -209,8 +210,9 @@ class TestBatchesRayAndDaskScore:
     def test_row_errors_name_the_id_or_the_place_and_text(self, engine, strict, frame):
         bad = frame.head(3).copy()
         bad.loc[1, "text"] = too_long(engine)
-        with pytest.raises(ValueError, match=r"predict_proba failed on the row with id='r001': X item 1 is \d+ tokens"):
+        with pytest.raises(InvalidInputError, match=r"predict_proba failed on the row with id='r001': X item 1 is \d+ tokens") as info:
             score_batch(strict, bad, ["predict_proba"], "text", "id")
+        assert info.value.items == ("r001",)  # the dataset's own row ids, as data
         with pytest.raises(ValueError, match=r"item 1 of a batch of 3 rows \(text 'so very long so") as info:
             score_batch(strict, bad, ["predict_proba"], "text", None)
         assert "id_column=" in str(info.value)
@@ -392,7 +394,7 @@ class TestRayData:
     @pytest.fixture(scope="class")
     def server(self, model_path, tmp_path_factory):
         """One vLLM server of the built-in model (float32, as the engines)."""
-        from llm_label_clf.builtin_model import DEFAULT_MODEL
+        from llm_label_clf.models.builtin import DEFAULT_MODEL
         from llm_label_clf.testing import vllm_server
 
         log = tmp_path_factory.mktemp("server") / "server.log"

@@ -27,12 +27,12 @@ README = ROOT / "README.md"
 #: ``+SKIP``), and the package each one's examples need.
 DOCTEST_MODULES = {
     "llm_label_clf.classifier": None,
-    "llm_label_clf.classifier_cv": None,
+    "llm_label_clf.selection.search": None,
     "llm_label_clf.exceptions": None,
     "llm_label_clf.label_reads": None,
     "llm_label_clf.engines.local": None,
     "llm_label_clf.engines.remote": None,
-    "llm_label_clf.calibration": None,
+    "llm_label_clf.fitting.calibration": None,
     "llm_label_clf.distributed.ray_data": "ray",
     "llm_label_clf.distributed.dask_frames": "dask.dataframe",
     "llm_label_clf.distributed.ray_llm": "ray",

@@ -17,9 +17,9 @@ from helpers import (
     read_label_logprobs,
 )
 from llm_label_clf import get_engine
-from llm_label_clf.builtin_model import DEFAULT_MODEL
 from llm_label_clf.engines.local import engine_count
 from llm_label_clf.engines.loop import run_sync
+from llm_label_clf.models.builtin import DEFAULT_MODEL
 
 
 @pytest.fixture(scope="module")

@@ -82,8 +82,10 @@ def test_full_sequence_equals_transformers_fp32(fp32_engine, agnews, reference):
     diff = np.max(np.abs(got - log_softmax(want, axis=1)))
     print(f"full_sequence fp32 engine vs transformers fp32: max abs diff {diff:.3g} nats")
     assert diff < FP32_TOLERANCE
+    # the label mass is the labels' first tokens' probability: at least the
+    # whole labels' (each label continues one of those first tokens), at most 1
     mass = clf.diagnose(X)["label_mass"].to_numpy()
-    np.testing.assert_allclose(mass, np.exp(want).sum(axis=1), rtol=1e-3)
+    assert np.all(mass >= np.exp(want).sum(axis=1) * (1 - 1e-3)) and np.all(mass <= 1 + 1e-6)
 
 
 @pytest.mark.parametrize("norm", ["token", "char"])

@@ -1,4 +1,4 @@
-"""What a class is written as (``_label_words``), and the checks of classes
+"""What a class is written as (``fitting.label_words``), and the checks of classes
 and labels that fit runs before it asks for an engine: identifiers as words,
 the warning for numbers and booleans, ``labels`` as a list, the refusal of a
 single class, and ``classes_``/``predict`` in ``y``'s own dtype.
@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from llm_label_clf import LabelWordsWarning, LLMLabelClassifier
-from llm_label_clf import _label_words as label_words
-from llm_label_clf._label_words import default_label_texts, is_number_like, words_of
 from llm_label_clf.engines.handle import Engine
+from llm_label_clf.fitting import label_words
+from llm_label_clf.fitting.label_words import default_label_texts, is_number_like, words_of
 from llm_label_clf.reading.plan import ClassReads
 
 X = ["first text", "second text", "third text", "fourth text"]
@@ -149,8 +149,8 @@ def test_int_classes_warn_with_what_is_written_and_how_to_map(fake_engine):
     message = str(caught[0].message)
     assert "the classes [0, 1] are numbers" in message
     assert "asked to write ' 0' and ' 1'" in message
-    assert "labels={0: 'negative', 1: 'positive'}" in message
-    assert "labels=['negative', 'positive']" in message
+    assert "labels={0: '<word for 0>', 1: '<word for 1>'}" in message  # nothing says what 0 and 1 mean
+    assert "labels=['<word for 0>', '<word for 1>']" in message
     assert "label_words='as_is'" in message
     assert caught[0].filename == __file__  # points at the caller's fit, not inside the package
     assert clf.classes_.dtype == np.int64 and clf.classes_.tolist() == [0, 1]

@@ -12,7 +12,7 @@ from sklearn.metrics import log_loss
 from sklearn.pipeline import make_pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
-from llm_label_clf.calibration import CONTENT_FREE_INPUTS
+from llm_label_clf.fitting.calibration import CONTENT_FREE_INPUTS
 
 N_TEXTS = 24
 

@@ -1,4 +1,4 @@
-"""Where a model comes from (``llm_label_clf.model_source``): a missing local
+"""Where a model comes from (``llm_label_clf.models.source``): a missing local
 path and a hub id that cannot be had offline fail in seconds, with what to do,
 before vLLM is imported or any engine starts. No network is used: the hub is
 a closed or listening port on loopback."""
@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from llm_label_clf import LLMLabelClassifier, ModelNotFoundError, ModelUnavailableError, model_source
-from llm_label_clf.builtin_model import DEFAULT_MODEL
+from llm_label_clf import LLMLabelClassifier, ModelNotFoundError, ModelUnavailableError
 from llm_label_clf.engines import local
-from llm_label_clf.model_source import check_model_source, hub_cache_dir, hub_unreachable, looks_like_path
+from llm_label_clf.models import source as model_source
+from llm_label_clf.models.builtin import DEFAULT_MODEL
+from llm_label_clf.models.source import check_model_source, hub_cache_dir, hub_unreachable, looks_like_path
 from llm_label_clf.testing import free_port
 
 PROXY_ENVS = ["http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"]

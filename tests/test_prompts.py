@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_label_clf._inputs import as_records
+from llm_label_clf.fitting.inputs import as_records
 from llm_label_clf.reading.label_tokens import in_context_verbalizer
 from llm_label_clf.reading.prompts import PromptTemplate, join_labels
 

@@ -22,7 +22,6 @@ import pytest
 
 from helpers import SST2_LABELS, SST2_TEMPLATE, build_prompt, load_texts
 from llm_label_clf import GenerationError
-from llm_label_clf.builtin_model import DEFAULT_MODEL
 from llm_label_clf.engines.loop import run_sync
 from llm_label_clf.engines.remote import (
     RemoteClient,
@@ -30,6 +29,7 @@ from llm_label_clf.engines.remote import (
     get_remote_engine,
     shutdown_remote_engines,
 )
+from llm_label_clf.models.builtin import DEFAULT_MODEL
 from llm_label_clf.reading.batches import read_label_logprobs
 from llm_label_clf.testing import Server, free_port, vllm_server
 

@@ -16,8 +16,8 @@ from sklearn.pipeline import Pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
-from llm_label_clf._cv_scores import ReaderReads, fold_log_proba
-from llm_label_clf.calibration import class_prior
+from llm_label_clf.fitting.calibration import class_prior
+from llm_label_clf.selection.scores import ReaderReads, fold_log_proba
 
 N_TEXTS = 48
 PROMPTS = [SST2_TEMPLATE, {"prompt": "Text: {text}\nIs it {labels}?\nAnswer:", "instructions": None}]
@@ -88,16 +88,15 @@ def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, eng
     rng = np.random.RandomState(3)
     test = np.sort(rng.choice(len(X), 12, replace=False))
     train = np.setdiff1d(np.arange(len(X)), test)
-    seed = np.random.RandomState(0).randint(2**31 - 1)
     for params in (
         {"calibration": None},
         {"calibration": "contextual", "calibration_prior": "y"},
         {"calibration": "batch", "calibration_prior": "uniform"},
         {"calibration": "learned", "class_weight": "balanced"},
     ):
-        from llm_label_clf._candidates import Candidate
+        from llm_label_clf.selection.candidates import Candidate
 
-        got = fold_log_proba(Candidate(0, params), readers, y_index, classes, train, test, seed)
+        got = fold_log_proba(Candidate(0, params), readers, y_index, classes, train, test, 0)  # base's random_state
         fitted = clone(base).set_params(**params).fit(list(X_arr[train]), y[train])
         want = fitted.predict_log_proba(list(X_arr[test]))
         np.testing.assert_allclose(got, want, atol=READ_TOLERANCE, err_msg=str(params))
@@ -124,8 +123,8 @@ def test_stacked_candidate_refits_as_a_pipeline_of_the_readers(selected, sst2):
     a logistic regression; fitted from the cache, it reads nothing new."""
     X, y = sst2
     stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
-    from llm_label_clf._candidates import Candidate
     from llm_label_clf.reading.cache import ReadCache
+    from llm_label_clf.selection.candidates import Candidate
 
     cache = ReadCache()
     with cache.active():

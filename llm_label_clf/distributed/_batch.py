@@ -8,28 +8,25 @@ prompt can differ in the last bits: on CPU, in float32, a prompt whose
 uncached part is one token, read alone in an engine step, came back ~2e-6
 nats off the same prompt read beside others).
 
-A row the estimator refuses (an error naming an item of the batch) is
-re-raised naming the dataset's own row: its ``id_column`` value, or else its
-place in the batch and the start of its text."""
+A row the estimator refuses (an ``InvalidInputError`` or ``GenerationError``,
+whose ``items`` name the batch's rows as data) is re-raised naming the
+dataset's own row: its ``id_column`` value, or else its place in the batch
+and the start of its text."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..exceptions import GenerationError
+from ..exceptions import GenerationError, InvalidInputError
 from ..reading.cache import ReadCache
 from ._columns import calls, check_collisions, output_frame
 
 __all__ = ["attach_engine", "llm_heads", "score_batch"]
 
-#: How the estimator names an item of ``X`` in its ValueErrors ("X item 3",
-#: "X row 3 (index ...)"); GenerationError carries the items themselves.
-_ITEM = re.compile(r"\bX (?:item|row) (\d+)\b")
 _TEXT_SHOWN = 60
 
 
@@ -77,15 +74,6 @@ def as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series |
     return batch[wanted].reset_index(drop=True)
 
 
-def _failed_items(exc: Exception, n: int) -> list[int]:
-    """The batch items ``exc`` names (GenerationError's ``items``, or the first
-    "X item i" of a ValueError's message), within ``range(n)``."""
-    if isinstance(exc, GenerationError):
-        return [i for i in exc.items if 0 <= i < n]
-    found = _ITEM.search(str(exc))
-    return [int(found.group(1))] if found and int(found.group(1)) < n else []
-
-
 def _describe(
     batch: pd.DataFrame, items: list[int], id_column: str | None, x: Any, by_index: bool
 ) -> tuple[str, list[Any]]:
@@ -107,18 +95,20 @@ def _describe(
 
 
 def _renamed(
-    exc: Exception, method: str, batch: pd.DataFrame, id_column: str | None, x: Any, by_index: bool
+    exc: GenerationError | InvalidInputError,
+    method: str,
+    batch: pd.DataFrame,
+    id_column: str | None,
+    x: Any,
+    by_index: bool,
 ) -> Exception | None:
     """``exc`` re-made to name the dataset's rows, or None when it names none."""
-    if not isinstance(exc, ValueError | GenerationError):
-        return None
-    items = _failed_items(exc, len(batch))
+    items = [i for i in exc.items if 0 <= i < len(batch)]
     if not items:
         return None
     where, ids = _describe(batch, items, id_column, x, by_index)
     message = f"{method} failed on {where}: {exc}"
-    new: Exception = GenerationError(message, ids) if isinstance(exc, GenerationError) else ValueError(message)
-    new.row_ids = ids  # type: ignore[attr-defined]
+    new = type(exc)(message, ids)  # items: the rows' ids (or batch positions)
     return new
 
 
@@ -145,7 +135,7 @@ def score_batch(
         for method in calls(methods):
             try:
                 results[method] = getattr(estimator, method)(x) if len(batch) else None
-            except (ValueError, GenerationError) as exc:
+            except (InvalidInputError, GenerationError) as exc:
                 renamed = _renamed(exc, method, batch, id_column, x, by_index)
                 if renamed is None:
                     raise

@@ -20,21 +20,14 @@ import numpy as np
 import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["METHODS", "check_methods", "empty_output", "output_frame", "output_kind"]
+from ..fitting.shaping import PROBA_METHODS, output_kind, predicted_from
+
+__all__ = ["METHODS", "check_methods", "empty_output", "output_frame"]
 
 #: The batch methods an estimator can be scored with, in column order.
 METHODS = ("predict_proba", "predict_log_proba", "predict", "decision_function", "transform")
-#: Methods whose results are probabilities: they add ``predicted`` from the argmax.
-_PROBA = {"predict_proba": "proba", "predict_log_proba": "log_proba"}
-
-
-def output_kind(estimator: Any) -> str:
-    """The kind of output: "single", "multioutput" or "multilabel", from fitted attributes only
-    (``output_kind_``, or ``classes_`` being a list of arrays)."""
-    kind = getattr(estimator, "output_kind_", None)
-    if kind in ("multioutput", "multilabel"):
-        return kind
-    return "multioutput" if isinstance(estimator.classes_, list) else "single"
+#: The column prefix of each probability method; they add ``predicted`` from the argmax.
+_PROBA = dict(zip(PROBA_METHODS, ("proba", "log_proba"), strict=True))
 
 
 def check_methods(estimator: Any, method: str | Sequence[str]) -> tuple[str, ...]:
@@ -112,19 +105,6 @@ def _blocks(estimator: Any, method: str, result: Any, n: int) -> list[tuple[list
     return blocks
 
 
-def _predicted_from(estimator: Any, method: str, result: Any) -> Any:
-    """``predict``'s result from a probability method's (the argmax per
-    output; multi-label: P >= ``threshold``), so no second read is needed."""
-    kind = output_kind(estimator)
-    if kind == "multilabel":
-        proba = np.exp(result) if method == "predict_log_proba" else np.asarray(result)
-        return (proba >= getattr(estimator, "threshold", 0.5)).astype(np.int64)
-    if kind == "single":
-        return estimator.classes_[np.argmax(result, axis=1)]
-    columns = [c[np.argmax(r, axis=1)] for c, r in zip(estimator.classes_, result, strict=True)]
-    return np.array(columns, dtype=object).T
-
-
 def _with_predicted(estimator: Any, methods: Sequence[str], results: Mapping[str, Any]) -> dict[str, Any]:
     """``results`` plus ``predict``'s, derived from a probability method when
     ``predict`` itself was not called (see ``calls``)."""
@@ -132,7 +112,13 @@ def _with_predicted(estimator: Any, methods: Sequence[str], results: Mapping[str
     if "predict" not in out:
         source = next((m for m in _PROBA if m in out), None)
         if source is not None:
-            out["predict"] = None if out[source] is None else _predicted_from(estimator, source, out[source])
+            if out[source] is None:
+                out["predict"] = None
+            else:  # no second read: the argmax (multi-label: P >= threshold) of what was read
+                threshold = getattr(estimator, "threshold", 0.5)
+                log = source == "predict_log_proba"
+                out["predict"] = predicted_from(output_kind(estimator), out[source], estimator.classes_, threshold,
+                                                log=log)
     return out
 
 

@@ -31,14 +31,15 @@ its probabilities equal the in-process estimator's bit for bit.
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..exceptions import TruncationWarning
-from ._columns import check_methods, output_frame, output_kind
+from ..exceptions import TruncationWarning, warn_user
+from ..fitting.shaping import method_result, output_kind
+from ..reading.batches import MAX_LOGPROB_TOKEN_IDS
+from ._columns import check_methods, output_frame
 
 __all__ = ["STAGE_OPTIONS", "LabelReadStages", "ray_llm_processor"]
 
@@ -47,8 +48,6 @@ __all__ = ["STAGE_OPTIONS", "LabelReadStages", "ray_llm_processor"]
 STAGE_OPTIONS: dict[str, Any] = {"chat_template_stage": False, "tokenize_stage": False, "detokenize_stage": False}
 #: The row field carrying the input column names from preprocess to postprocess.
 _COLUMNS = "__llm_label_clf_columns__"
-#: vLLM's cap on ``logprob_token_ids`` (one request reads at most this many).
-_MAX_IDS = 128
 _tokenizers: dict[str, Any] = {}
 _tokenizers_lock = threading.Lock()
 
@@ -58,7 +57,7 @@ def _tokenizer(model: str) -> Any:
     hub id), loaded once per process."""
     from transformers import AutoTokenizer
 
-    from ..builtin_model import resolve_model
+    from ..models.builtin import resolve_model
 
     with _tokenizers_lock:
         if model not in _tokenizers:
@@ -71,7 +70,7 @@ def _max_model_len(model: str) -> int:
     ``max_model_len`` is set in the engine's arguments)."""
     from transformers import AutoConfig
 
-    from ..builtin_model import resolve_model
+    from ..models.builtin import resolve_model
 
     return int(AutoConfig.from_pretrained(resolve_model(model)).max_position_embeddings)
 
@@ -96,8 +95,9 @@ def _one_read_plan(estimator: Any) -> tuple[Any, Any]:
         elif len(plan.trie.reads) != 1:
             reads = len(plan.trie.reads)
             why = f"its labels are read whole, {reads} reads a text (label_mode='first_token' or 'options' read one)"
-        elif len(plan.trie.reads[0].next_ids) > _MAX_IDS:
-            why = f"it reads {len(plan.trie.reads[0].next_ids)} label tokens, more than vLLM's {_MAX_IDS} a request"
+        elif len(plan.trie.reads[0].next_ids) > MAX_LOGPROB_TOKEN_IDS:
+            n_ids = len(plan.trie.reads[0].next_ids)
+            why = f"it reads {n_ids} label tokens, more than vLLM's {MAX_LOGPROB_TOKEN_IDS} a request"
     if why is not None:
         raise ValueError(
             f"ray.data.llm maps a text to one request, and this estimator needs more: {why}; "
@@ -217,7 +217,7 @@ class LabelReadStages:
     def model_source(self) -> str:
         """What ``vLLMEngineProcessorConfig(model_source=...)`` loads: the
         built-in model's folder, else the estimator's ``model``."""
-        from ..builtin_model import resolve_model
+        from ..models.builtin import resolve_model
 
         return resolve_model(self.estimator.model)
 
@@ -230,7 +230,7 @@ class LabelReadStages:
     def _record(self, row: Mapping[str, Any]) -> dict[str, str]:
         import pandas as pd
 
-        from .._inputs import as_records
+        from ..fitting.inputs import as_records
         from ._batch import as_x
 
         return as_records(as_x(pd.DataFrame([row]), self.input_columns))[0]
@@ -267,11 +267,10 @@ class LabelReadStages:
         except (KeyError, ValueError) as exc:
             raise ValueError(f"preprocess failed on {self._name(row)}: {exc}") from exc
         if encoded.truncated:
-            warnings.warn(
+            warn_user(
                 f"{self._name(row)} was longer than the model reads ({self.plan.prompt_limit(self.max_model_len)} "
                 "tokens with the prompt) and was cut at the end; set too_long='raise' to refuse it",
                 TruncationWarning,
-                stacklevel=2,
             )
         params = {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": self.label_ids, "detokenize": False}
         return {
@@ -323,15 +322,13 @@ class LabelReadStages:
         values, top = self._label_logprobs(row)
         sequences = self.plan.trie.sequence_logprobs(values[None, :])
         reads = self.plan.finish(LabelScores(sequences, np.array([top], dtype=np.int64)))
-        log_proba = self.estimator._log_probas([reads])[0]  # calibration and the label-mass check included
+        log_probas = self.estimator.log_proba_from_reads([reads])  # calibration and the label-mass check included
+        classes = self.estimator.classes_
         results = {
-            "predict_proba": np.exp(log_proba),
-            "predict_log_proba": log_proba,
-            "predict": self.estimator.classes_[np.argmax(log_proba, axis=1)],
-            "decision_function": log_proba[:, 1] - log_proba[:, 0] if log_proba.shape[1] == 2 else log_proba,
-            "transform": reads.class_logprobs,
+            m: reads.class_logprobs if m == "transform" else method_result(m, "single", log_probas, classes)
+            for m in self.methods
         }
-        scores = output_frame(self.estimator, self.methods, {m: results[m] for m in self.methods}, 1)
+        scores = output_frame(self.estimator, self.methods, results, 1)
         out = {name: row[name] for name in row.get(_COLUMNS, [])}
         for name in scores.columns:
             value = scores[name].iloc[0]
@@ -401,11 +398,9 @@ def ray_llm_processor(
 
     Raises
     ------
-    ValueError
-        An estimator whose texts need several reads (or not an
-        ``LLMLabelClassifier``), naming why; an unknown method.
-    NotFittedError
-        ``estimator`` is not fitted.
+    ValueError, NotFittedError
+        As ``LabelReadStages`` raises them: an estimator that needs more
+        than one read a text, an unknown method, an unfitted estimator.
     ImportError
         Ray Data is not installed (``pip install "llm_label_clf[ray]"``; the
         stage runs the vLLM already installed beside it: not Ray's ``llm``

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..builtin_model import BUILTIN_MODELS, resolve_model
+from ..exceptions import RemoteServerError
+from ..models.builtin import BUILTIN_MODELS, resolve_model
 
 __all__ = [
     "TOKENIZER_PROBE",
@@ -242,11 +243,6 @@ def error_text(response: httpx.Response) -> str:
 
 #: Tokenized locally and by each server: a mismatch means another tokenizer.
 TOKENIZER_PROBE = "Review: Naïve yet “charming” — 42 Sci/Tech films, déjà vu!\n Sentiment: positive"
-
-
-class RemoteServerError(ConnectionError):
-    """No server could answer: nothing listens at a URL, or a read used up its
-    retries on every server (the core then names the item)."""
 
 
 class RemoteRequestError(RuntimeError):

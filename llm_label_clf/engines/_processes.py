@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..builtin_model import cache_dir
+from ..models.builtin import cache_dir
 
 __all__ = ["own_process_group"]
 

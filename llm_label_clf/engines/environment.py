@@ -5,14 +5,18 @@ run. vLLM's engine processes inherit it.
 
 Quiet means the user sees only what is ours: vLLM logs errors only, the
 engine processes drop torch's deprecation warnings, its C++ notices (the NUMA
-binding one) and its Python log warnings (no Triton on CPU), and
-multiprocessing's resource tracker does not report the shared memory vLLM's
-processes leave to it. ``LLM_LABEL_CLF_ENGINE_LOGS=1``
-leaves all of it as vLLM sets it. Errors are never silenced: a failed start
-still shows vLLM's error log and raises with what was waited for."""
+binding one) and its Python log warnings (no Triton on CPU), this process
+drops torch's "Triton not available" notice while an engine starts (on a
+machine's first start vLLM imports its model loader, which registers Triton
+kernels, here too), and multiprocessing's resource tracker does not report
+the shared memory vLLM's processes leave to it.
+``LLM_LABEL_CLF_ENGINE_LOGS=1`` leaves all of it as vLLM sets it. Errors are
+never silenced: a failed start still shows vLLM's error log and raises with
+what was waited for."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +39,16 @@ DEFAULT_START_TIMEOUT_S = 300
 #: Python warnings the engine processes drop in quiet mode: torch deprecations
 #: that vLLM's imports trigger, and the resource tracker's shared-memory report.
 _QUIET_WARNINGS = ("ignore::FutureWarning", "ignore::UserWarning:multiprocessing.resource_tracker")
+#: torch's logger that says Triton is missing when a module registers Triton
+#: kernels (vLLM's do, on every platform), and the start of that notice.
+_TRITON_LOGGER, _TRITON_NOTICE = "torch._library.triton", "Triton not available"
+
+
+class _DropTritonNotice(logging.Filter):
+    """Drops torch's "Triton not available" notice, nothing else."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_TRITON_NOTICE)
 
 
 def engine_logs_shown() -> bool:
@@ -72,8 +86,11 @@ def prepare_environment() -> None:
 def engine_process_environment() -> Iterator[None]:
     """While an engine starts (its processes inherit the environment then), a
     quiet one for them: torch's C++ notices and the Python warnings above
-    dropped. This process's own environment is restored afterwards, so
-    subprocesses the user starts later are untouched."""
+    dropped; in this process, torch's Triton notice dropped (with no model
+    info in vLLM's cache yet, vLLM imports its model loader here, which
+    registers Triton kernels; torch is imported already, so no environment
+    variable quiets it). This process's own environment and logging are
+    restored afterwards, so subprocesses the user starts later are untouched."""
     if engine_logs_shown():
         yield
         return
@@ -82,9 +99,12 @@ def engine_process_environment() -> Iterator[None]:
     os.environ["PYTHONWARNINGS"] = ",".join(present + [w for w in _QUIET_WARNINGS if w not in present])
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     os.environ.setdefault("TORCH_LOGS", "-torch")  # torch's Python loggers at ERROR
+    triton_logger, quiet_triton = logging.getLogger(_TRITON_LOGGER), _DropTritonNotice()
+    triton_logger.addFilter(quiet_triton)
     try:
         yield
     finally:
+        triton_logger.removeFilter(quiet_triton)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -21,8 +21,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ..builtin_model import DEFAULT_MODEL, resolve_model
-from ..model_source import check_model_source
+from ..models.builtin import DEFAULT_MODEL, resolve_model
+from ..models.source import check_model_source
 from ._processes import own_process_group
 from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_environment, prepare_environment
 from .handle import Engine
@@ -61,7 +61,9 @@ _registry_lock = threading.Lock()
 _starts = 0
 
 
-def _spec_key(model: str, options: Mapping[str, Any]) -> str:
+def spec_key(model: str, options: Mapping[str, Any]) -> str:
+    """The registry key of an engine: its model and options, as stable text
+    (the shared server's name is derived from it too)."""
     return json.dumps([model, dict(options)], sort_keys=True, default=repr)
 
 
@@ -126,7 +128,7 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
     check_model_source(model)
     options = dict(engine_options or {})
     settings = engine_settings(options)
-    key = _spec_key(model, settings)
+    key = spec_key(model, settings)
     with _registry_lock:
         engine = _registry.get(key)
         if engine is not None and engine.dead:
@@ -142,7 +144,7 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
 def find_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine | None:
     """The live engine this process has started for ``(model,
     engine_options)``, or None; starts nothing."""
-    key = _spec_key(model, engine_settings(engine_options))
+    key = spec_key(model, engine_settings(engine_options))
     with _registry_lock:
         engine = _registry.get(key)
     return None if engine is None or engine.dead else engine

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from ..builtin_model import resolve_model
+from ..models.builtin import resolve_model
 from ._http import (
     EnvBearerAuth,
     RemoteRequestError,

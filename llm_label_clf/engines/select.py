@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model_source import check_model_source
+from ..models.source import check_model_source
 from .handle import Engine
 from .local import find_engine, get_engine
 from .options import RemoteOptions

@@ -51,10 +51,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..builtin_model import cache_dir, resolve_model
+from ..models.builtin import cache_dir, resolve_model
 from .environment import start_timeout_s
 from .handle import Engine
-from .local import _spec_key, engine_settings
+from .local import engine_settings, spec_key
 from .options import RemoteOptions
 from .remote import remote_engine
 from .workers import in_worker_process
@@ -210,7 +210,7 @@ class Registry:
 
 
 def _name(model: str, settings: Mapping[str, Any]) -> str:
-    return hashlib.sha256(_spec_key(model, settings).encode()).hexdigest()[:16]
+    return hashlib.sha256(spec_key(model, settings).encode()).hexdigest()[:16]
 
 
 def _owner_pid() -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..engines.handle import Engine
 from ..exceptions import GenerationError
@@ -26,10 +27,14 @@ MAX_LOGPROB_TOKEN_IDS = 128
 @dataclass(frozen=True)
 class LabelScores:
     """Per prompt: the logprob of every label id (columns in ``label_ids``
-    order) and the token the model itself ranks first."""
+    order; of every label sequence from a trie read) and the token the model
+    itself ranks first. ``first_logmass``, from a trie read: the log of the
+    total probability of the labels' distinct first tokens (the first read's
+    ids, each once); None where it was not kept."""
 
     logprobs: np.ndarray  # (n_prompts, n_label_ids)
     top_token: np.ndarray  # (n_prompts,)
+    first_logmass: np.ndarray | None = None  # (n_prompts,)
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,13 @@ async def read_sequence_logprobs(
     """log P(sequence | prompt) of each of ``trie.sequences`` after each prompt,
     columns in sequence order. The trie's reads run level by level (a level's
     reads at once), so deeper reads find the prompt in the prefix cache;
-    ``top_token`` comes from the first read (the model's own first choice)."""
+    ``top_token`` (the model's own first choice) and ``first_logmass`` come
+    from the first read."""
     import asyncio
 
     columns: list[np.ndarray | None] = [None] * len(trie.reads)
     top = np.zeros(len(prompts), dtype=np.int64)
+    first = np.zeros(len(prompts))
     for level in trie.levels:
         results = await asyncio.gather(
             *(
@@ -114,5 +121,6 @@ async def read_sequence_logprobs(
             columns[r] = scores.logprobs
             if not trie.reads[r].prefix:
                 top = scores.top_token
+                first = logsumexp(scores.logprobs, axis=1)
     flat = np.concatenate([c for c in columns if c is not None], axis=1)
-    return LabelScores(trie.sequence_logprobs(flat), top)
+    return LabelScores(trie.sequence_logprobs(flat), top, first)

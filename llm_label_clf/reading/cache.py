@@ -31,10 +31,11 @@ _ACTIVE: contextvars.ContextVar[ReadCache | None] = contextvars.ContextVar("llm_
 
 @dataclass
 class ReadCache:
-    """Sequence logprobs and top tokens per (label sequences, prompt ids);
-    ``reads`` engine reads were made to fill it, ``texts`` prompts read."""
+    """Sequence logprobs, top token and first-token label mass (log; None
+    when the read gives none) per (label sequences, prompt ids); ``reads``
+    engine reads were made to fill it, ``texts`` prompts read."""
 
-    entries: dict[tuple[Any, tuple[int, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
+    entries: dict[tuple[Any, tuple[int, ...]], tuple[np.ndarray, int, float | None]] = field(default_factory=dict)
     reads: int = 0
     texts: int = 0
 
@@ -77,14 +78,17 @@ class CachedPlan:
                 items = sorted({offset + first[unique[k]] for k in exc.items if k < len(unique)})
                 raise GenerationError(f"label reads failed for input item(s) {items[:20]}: {exc}", items) from exc
             for k, p in enumerate(unique):
-                self.cache.entries[(key, p)] = (scores.logprobs[k], int(scores.top_token[k]))
+                first_mass = None if scores.first_logmass is None else float(scores.first_logmass[k])
+                self.cache.entries[(key, p)] = (scores.logprobs[k], int(scores.top_token[k]), first_mass)
             self.cache.reads += len(unique) * len(self.plan.trie.reads)
             self.cache.texts += len(unique)
         rows = [self.cache.entries[(key, p)] for p in ids]
         n_sequences = len(self.plan.trie.sequences)
         logprobs = np.array([r[0] for r in rows], dtype=np.float64).reshape(len(rows), n_sequences)
         top = np.array([r[1] for r in rows], dtype=np.int64)
-        return [self.plan.finish(LabelScores(logprobs, top))]
+        masses = [r[2] for r in rows]
+        first = None if any(m is None for m in masses) else np.array(masses, dtype=np.float64)
+        return [self.plan.finish(LabelScores(logprobs, top, first))]
 
 
 def with_cache(plans: Sequence[Any]) -> list[Any]:

@@ -4,7 +4,8 @@ memory stays bounded however long ``X`` is. A chunk holds at most
 ``CHUNK_READS`` reads a chunk, never under ``MIN_CHUNK_TEXTS`` texts), so that
 a progress bar follows the work however it is spread. Each chunk is encoded by
 every plan and read on the engine; the bar counts texts and says the reads per
-text; one warning at the end names every truncated text.
+text; one warning at the end, at the user's line, names every truncated text
+(of any plan).
 
 Sync and async share one driver, written as a generator that yields each
 chunk's read (a coroutine) and is sent its result: ``read_plans`` submits
@@ -130,8 +131,10 @@ def _chunks(
     finally:
         if bar is not None:
             bar.close()
-    for plan, cut in zip(plans, truncated, strict=True):
-        warn_truncated(cut, plan.prompt_limit(engine.max_model_len), stacklevel=5)
+    limits = [plan.prompt_limit(engine.max_model_len) for plan in plans]
+    cutting = [(cut, limit) for cut, limit in zip(truncated, limits, strict=True) if cut]
+    if cutting:  # one warning for the call, however many plans cut a text
+        warn_truncated(sorted({i for cut, _ in cutting for i in cut}), min(limit for _, limit in cutting))
     outputs = []
     for p, plan in enumerate(plans):
         for j, size in enumerate(plan.output_sizes):

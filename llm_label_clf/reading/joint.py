@@ -25,9 +25,9 @@ import numpy as np
 from ..engines.handle import Engine
 from ..exceptions import GenerationError
 from ..label_reads import next_token_label_reads
-from .plan import ClassReads
+from .plan import ClassReads, PromptEncoding
 from .prompts import PromptTemplate
-from .render import Encoded, PromptLayout
+from .render import PromptLayout
 
 __all__ = [
     "JOINT_CODES",
@@ -144,7 +144,7 @@ async def read_joint(
 
 
 @dataclass(frozen=True)
-class JointPlan:
+class JointPlan(PromptEncoding):
     """The reading plan of a joint read: ``layout`` renders the prompt (every
     output's options before the text, the answer instruction after it);
     ``token_ids[j]`` are output ``j``'s option-letter tokens, read at answer
@@ -164,14 +164,6 @@ class JointPlan:
     def reserved_tokens(self) -> int:
         """The answer: one letter per output, newlines between them."""
         return 2 * len(self.token_ids) - 1
-
-    def prompt_limit(self, max_model_len: int) -> int:
-        return max_model_len - self.reserved_tokens
-
-    def encode(
-        self, records: Sequence[Mapping[str, str]], tokenizer: Any, max_model_len: int, *, offset: int = 0
-    ) -> Encoded:
-        return self.layout.encode(records, tokenizer, self.prompt_limit(max_model_len), offset=offset)
 
     async def read(self, engine: Engine, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]:
         slot_lp = await read_joint(engine, prompts, self.token_ids, self.regex, offset=offset)

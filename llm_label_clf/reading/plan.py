@@ -24,7 +24,7 @@ from .label_trie import LabelTrie
 from .pruned import read_sequence_logprobs_pruned
 from .render import Encoded, PromptLayout
 
-__all__ = ["ClassReads", "ReadingPlan", "concat_reads"]
+__all__ = ["ClassReads", "PromptEncoding", "ReadingPlan", "concat_reads"]
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,15 @@ class ClassReads:
     """One output's reads of ``n`` texts: ``class_logprobs`` (n, n_classes),
     the full-vocabulary log P(class's label | prompt); ``scores`` (n, n_classes),
     what the softmax runs over (the class logprobs, or length-normalised ones);
-    ``top_token`` (n,), the token the model itself ranks first."""
+    ``top_token`` (n,), the token the model itself ranks first;
+    ``first_logmass`` (n,), from a label trie's read, the log of the
+    full-vocabulary probability of the labels' distinct first tokens (None for
+    reads that have no such first read, e.g. a joint read's option letters)."""
 
     class_logprobs: np.ndarray
     scores: np.ndarray
     top_token: np.ndarray
+    first_logmass: np.ndarray | None = None
 
     def log_proba(self) -> np.ndarray:
         """Log-probabilities over the classes: the log-softmax of ``scores``."""
@@ -45,7 +49,17 @@ class ClassReads:
         return self.scores - logsumexp(self.scores, axis=1, keepdims=True)
 
     def label_mass(self) -> np.ndarray:
-        """Per text, the full-vocabulary probability on all the labels."""
+        """Per text, how much the model wants to answer with a label: the
+        full-vocabulary probability of the labels' first tokens (the distinct
+        first tokens of every label sequence, aliases included, each counted
+        once), read right after the prompt. For labels of one token each that
+        is the total probability of the labels; for multi-token labels it is
+        not the (naturally small) probability of writing a whole label, so a
+        low mass means the model's answer starts with no label at all. Reads
+        without a first read (``first_logmass`` None) give the labels' total
+        probability."""
+        if self.first_logmass is not None:
+            return np.exp(self.first_logmass)
         return np.exp(logsumexp(self.class_logprobs, axis=1)) if self.class_logprobs.shape[0] else np.zeros(0)
 
 
@@ -56,15 +70,35 @@ def concat_reads(parts: Sequence[ClassReads], n_classes: int) -> ClassReads:
         return ClassReads(empty, empty, np.zeros(0, dtype=np.int64))
     if len(parts) == 1:
         return parts[0]
+    firsts = [p.first_logmass for p in parts]
     return ClassReads(
         np.concatenate([p.class_logprobs for p in parts]),
         np.concatenate([p.scores for p in parts]),
         np.concatenate([p.top_token for p in parts]),
+        None if any(f is None for f in firsts) else np.concatenate(firsts),
     )
 
 
+class PromptEncoding:
+    """What every plan does with its ``layout`` before reading: prompts cut
+    to leave room for the ``reserved_tokens`` its reads add after them."""
+
+    layout: PromptLayout
+    reserved_tokens: int
+
+    def prompt_limit(self, max_model_len: int) -> int:
+        """The most prompt tokens that leave room for what the reads add."""
+        return max_model_len - self.reserved_tokens
+
+    def encode(
+        self, records: Sequence[Mapping[str, str]], tokenizer: Any, max_model_len: int, *, offset: int = 0
+    ) -> Encoded:
+        """Records -> prompt token ids (see ``PromptLayout.encode``)."""
+        return self.layout.encode(records, tokenizer, self.prompt_limit(max_model_len), offset=offset)
+
+
 @dataclass(frozen=True)
-class ReadingPlan:
+class ReadingPlan(PromptEncoding):
     """One output's reading: ``layout`` renders the prompt; ``trie`` holds the
     token sequences scored after it (each class's first tokens in first-token
     mode, its whole labels otherwise) and the reads that score them;
@@ -90,16 +124,6 @@ class ReadingPlan:
         and the token it reads."""
         return 1 + self.trie.max_prefix_len
 
-    def prompt_limit(self, max_model_len: int) -> int:
-        """The most prompt tokens that leave room for what the reads add."""
-        return max_model_len - self.reserved_tokens
-
-    def encode(
-        self, records: Sequence[Mapping[str, str]], tokenizer: Any, max_model_len: int, *, offset: int = 0
-    ) -> Encoded:
-        """Records -> prompt token ids (see ``PromptLayout.encode``)."""
-        return self.layout.encode(records, tokenizer, self.prompt_limit(max_model_len), offset=offset)
-
     async def read(self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]:
         """Reads ``prompts`` (token ids) on ``engine``: one ``ClassReads`` (this
         plan answers one output). ``offset`` is the index of ``prompts[0]`` in
@@ -124,7 +148,7 @@ class ReadingPlan:
         scored = class_lp
         if self.lengths is not None and class_lp.shape[0]:
             scored = self.class_logprobs(scores.logprobs / np.array(self.lengths)[None, :])
-        return ClassReads(class_lp, scored, scores.top_token)
+        return ClassReads(class_lp, scored, scores.top_token, scores.first_logmass)
 
     @property
     def sequences_key(self) -> tuple[Any, ...]:

@@ -73,6 +73,12 @@ class PromptTemplate:
         return list(dict.fromkeys(f for _, f in self.pieces if f is not None))
 
     @property
+    def input_fields(self) -> list[str]:
+        """The fields ``X`` fills: every field but the two the package fills
+        (``{labels}``, ``{options}``)."""
+        return [f for f in self.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
+
+    @property
     def suffix(self) -> str:
         """The literal text after the last field (the answer cue)."""
         tail = []

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..engines.handle import Engine
 from ..exceptions import GenerationError
@@ -104,13 +105,15 @@ async def read_sequence_logprobs_pruned(
     reading only the prefixes whose bound (under ``lengths``, the length
     divisors, when scores are length-normalised) comes within ``margin`` nats of
     the best complete sequence's score; the rest are approximated (see the
-    module). Rounds of reads run for all prompts at once."""
+    module). Rounds of reads run for all prompts at once; the first read, made
+    for every prompt, gives ``top_token`` and ``first_logmass`` exactly."""
     index = TrieIndex.of(trie)
     n = len(prompts)
     divisors = None if lengths is None else np.asarray(lengths, dtype=np.float64)
     columns = np.full((n, trie.n_columns), np.nan)
     done = np.zeros((n, len(trie.reads)), dtype=bool)
     top = np.zeros(n, dtype=np.int64)
+    first = np.zeros(n)
     starts = np.cumsum([0, *(len(r.next_ids) for r in trie.reads)])
     pending = {0: list(range(n))}  # read -> prompt rows to read it for
     while pending:
@@ -123,9 +126,10 @@ async def read_sequence_logprobs_pruned(
             done[rows, r] = True
             if r == 0:
                 top[rows] = scores.top_token
+                first[rows] = logsumexp(scores.logprobs, axis=1)
         pending = _next_round(columns, done, index, trie, divisors, margin)
     sequence_lp = _finish(columns, done, index, trie)
-    return PrunedScores(LabelScores(sequence_lp, top), done.sum(axis=1))
+    return PrunedScores(LabelScores(sequence_lp, top, first), done.sum(axis=1))
 
 
 def _complete_scores(columns: np.ndarray, trie: LabelTrie, divisors: np.ndarray | None) -> np.ndarray:

@@ -7,12 +7,11 @@ item. Plain data: it holds no tokenizer; the engine's is passed in."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import TruncationWarning
+from ..exceptions import InvalidInputError, TruncationWarning, warn_user
 from .prompts import PromptTemplate, render_chat
 
 __all__ = ["Encoded", "PromptLayout", "check_fields", "warn_truncated"]
@@ -80,10 +79,11 @@ class PromptLayout:
             if len(row) <= limit:
                 continue
             if self.too_long == "raise":
-                raise ValueError(
+                raise InvalidInputError(
                     f"X item {offset + i} is {len(row)} tokens with the prompt; the model reads at most "
                     f"{limit}: shorten the text, raise engine_options['max_model_len'], or set "
-                    "too_long='truncate'"
+                    "too_long='truncate'",
+                    [offset + i],
                 )
             ids[i] = self._truncate(offset + i, records[i], tokenizer, limit)
             cut.append(offset + i)
@@ -104,9 +104,10 @@ class PromptLayout:
             if not value_ids:
                 break
             value = tokenizer.decode(value_ids[: max(0, len(value_ids) - (len(row) - limit) - 2)])
-        raise ValueError(
+        raise InvalidInputError(
             f"X item {i} cannot be truncated to fit: the prompt around field {{{name}}} is already "
-            f"too long for the model's {limit} tokens; shorten the instructions or the other fields"
+            f"too long for the model's {limit} tokens; shorten the instructions or the other fields",
+            [i],
         )
 
 
@@ -124,14 +125,14 @@ def check_fields(
         )
 
 
-def warn_truncated(truncated: Sequence[int], limit: int, *, stacklevel: int) -> None:
-    """One warning naming every cut item of a call (the first ten)."""
+def warn_truncated(truncated: Sequence[int], limit: int) -> None:
+    """One warning naming every cut item of a call (the first ten), at the
+    user's line (``warn_user``)."""
     if not truncated:
         return
     shown = list(truncated) if len(truncated) <= 10 else [*truncated[:10], "..."]
-    warnings.warn(
+    warn_user(
         f"{len(truncated)} text(s) were longer than the model reads ({limit} tokens "
         f"with the prompt) and were cut at the end: items {shown}. Set too_long='raise' to refuse them",
         TruncationWarning,
-        stacklevel=stacklevel + 1,
     )

@@ -19,8 +19,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .builtin_model import BUILTIN_MODELS, DEFAULT_MODEL, gguf_path
-from .exceptions import ModelNotFoundError, ModelUnavailableError
+from ..exceptions import ModelNotFoundError, ModelUnavailableError
+from .builtin import BUILTIN_MODELS, DEFAULT_MODEL, gguf_path
 
 __all__ = ["HUB_PROBE_TIMEOUT_S", "check_model_source", "hub_cache_dir", "hub_unreachable", "looks_like_path"]
 

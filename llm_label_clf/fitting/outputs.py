@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ._label_words import default_label_texts
-from ._targets import Target, as_classes, unique_classes
-from .reading.prompts import DEFAULT_PROMPT, PromptTemplate
+from ..reading.prompts import DEFAULT_PROMPT, PromptTemplate
+from .label_words import default_label_texts
+from .targets import Target, as_classes, unique_classes
 
 __all__ = [
     "LABEL_FIELD",

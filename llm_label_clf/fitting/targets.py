@@ -7,7 +7,6 @@ and ``predict`` return values of that dtype, as scikit-learn's classifiers do.""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.exceptions import DataConversionWarning
+
+from ..exceptions import warn_user
 
 __all__ = ["Target", "as_classes", "as_target", "stack_columns", "subset_accuracy", "unique_classes"]
 
@@ -114,10 +115,9 @@ def as_target(y: Any, n: int) -> Target:
     array = np.asarray(y.to_numpy() if isinstance(y, (pd.DataFrame, pd.Series)) else y, dtype=object)
     dtypes = _column_dtypes(y, array.shape[1] if array.ndim == 2 else 1)
     if array.ndim == 2 and array.shape[1] == 1:
-        warnings.warn(
+        warn_user(
             "A column-vector y was passed when a 1d array was expected; it is read as one output",
             DataConversionWarning,
-            stacklevel=4,
         )
         array = array[:, 0]
         names = None

@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ._candidates import Candidate
-from .calibration import (
+from ..fitting.calibration import (
     LearnedCalibrator,
-    batch_bias,
-    calibrate,
     class_prior,
-    contextual_bias,
+    fit_calibration,
     index_weights,
+    learned_seed,
+    rows_not_shown,
 )
-from .reading.plan import ClassReads
+from ..reading.plan import ClassReads
+from .candidates import Candidate
 
 __all__ = ["FoldProbabilities", "ReaderReads", "StackingHead", "fold_log_proba", "score_fold"]
 
@@ -72,35 +72,33 @@ def fold_log_proba(
     classes: np.ndarray,
     train: np.ndarray,
     test: np.ndarray,
-    random_state: int,
+    random_state: Any,
 ) -> np.ndarray:
     """``candidate``'s log-probabilities of the ``test`` rows, fitted on the
     ``train`` rows' labels: as ``fit`` on those rows then ``predict_log_proba``
-    would give them, from the reads alone."""
+    would give them, from the reads alone (the same ``fit_calibration``);
+    ``random_state`` is the estimator's."""
     n_classes = len(classes)
     if candidate.reader is None:
         features = np.hstack([r.reads.class_logprobs for r in readers])
-        head = StackingHead(candidate.params["class_weight"], random_state)
+        head = StackingHead(candidate.params["class_weight"], learned_seed(random_state))
         head.fit(features[train], classes[y_index[train]])
         return np.log(np.clip(head.predict_proba(features[test]), 1e-300, None))
     reader = readers[candidate.reader]
     params = candidate.params
     log_proba = reader.reads.log_proba()
-    kind = params["calibration"]
-    shown = set(reader.shown)
-    rows = np.array([i for i in train if i not in shown], dtype=np.int64)
-    log_prior = class_prior(y_index[train], n_classes, params.get("calibration_prior", "y"))
-    bias, calibrator = None, None
-    if kind == "contextual" or (kind == "batch" and rows.size == 0):
-        bias = contextual_bias(reader.content_free, log_prior)
-    elif kind == "batch":
-        bias = batch_bias(log_proba[rows], log_prior)
-    elif kind == "learned":
-        weights = index_weights(params.get("class_weight"), classes.tolist())
-        calibrator = LearnedCalibrator.fit(
-            log_proba[rows], y_index[rows], n_classes, random_state=random_state, class_weight=weights
-        )
-    return calibrate(log_proba[test], kind, bias, calibrator, log_prior)
+    calibration = fit_calibration(
+        params["calibration"],
+        lambda rows: log_proba[rows],
+        lambda: reader.content_free,
+        rows_not_shown(train, reader.shown),
+        y_index,
+        class_prior(y_index[train], n_classes, params.get("calibration_prior", "y")),
+        class_weight=params.get("class_weight"),
+        classes=classes.tolist(),
+        random_state=random_state,
+    )
+    return calibration.apply(log_proba[test])
 
 
 class FoldProbabilities(ClassifierMixin, BaseEstimator):

@@ -27,26 +27,33 @@ All work on (n, n_classes) log-probabilities and return log-probabilities.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
+from sklearn.utils import check_random_state
 
 __all__ = [
+    "BATCH_PRIOR_ROWS",
     "CALIBRATIONS",
     "CALIBRATION_PRIORS",
     "CONTENT_FREE_INPUTS",
     "LEARNED_CS",
     "MIN_BATCH",
+    "Calibration",
     "LearnedCalibrator",
     "batch_bias",
     "calibrate",
     "class_prior",
+    "content_free_records",
     "contextual_bias",
     "debias",
+    "fit_calibration",
     "index_weights",
+    "learned_seed",
+    "rows_not_shown",
 ]
 
 CALIBRATIONS = (None, "contextual", "batch", "learned")
@@ -60,6 +67,8 @@ MIN_BATCH = 16
 CALIBRATION_PRIORS = ("y", "uniform")
 #: The inverse regularisation strengths the learned calibration chooses from.
 LEARNED_CS = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: Training texts batch calibration's small-call fallback is estimated on.
+BATCH_PRIOR_ROWS = 256
 
 
 def _mean_log(log_proba: np.ndarray) -> np.ndarray:
@@ -216,6 +225,79 @@ def calibrate(
     return debias(log_proba, bias)
 
 
-def content_free_records(fields: Sequence[str]) -> list[dict[str, str]]:
-    """One record per content-free input, every field set to it."""
-    return [{f: value for f in fields} for value in CONTENT_FREE_INPUTS]
+def content_free_records(fields: Iterable[str]) -> list[dict[str, str]]:
+    """One record per content-free input, every field ``X`` fills
+    (``PromptTemplate.input_fields``) set to it."""
+    names = list(fields)
+    return [dict.fromkeys(names, value) for value in CONTENT_FREE_INPUTS]
+
+
+def learned_seed(random_state: Any) -> int:
+    """The seed of a learned calibration's folds, drawn from the estimator's
+    ``random_state`` (the refit and every cross-validation fold draw it alike)."""
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+def rows_not_shown(rows: Iterable[int], shown: Iterable[int]) -> np.ndarray:
+    """The training rows calibration and scoring may use: ``rows`` less those
+    shown as few-shot examples (the model has seen their answers), in order."""
+    hidden = set(shown)
+    return np.array([i for i in rows if i not in hidden], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One output's calibration as fit estimated it: its ``kind`` (None: no
+    calibration), the ``log_prior`` the debiasing kinds aim at, and the
+    debiasing ``bias`` or the ``learned`` calibrator."""
+
+    kind: str | None
+    log_prior: np.ndarray
+    bias: np.ndarray | None = None
+    learned: LearnedCalibrator | None = None
+
+    def apply(self, log_proba: np.ndarray) -> np.ndarray:
+        """Calibrated (n, n_classes) log-probabilities (see ``calibrate``)."""
+        return calibrate(log_proba, self.kind, self.bias, self.learned, self.log_prior)
+
+
+def fit_calibration(
+    kind: str | None,
+    log_proba_of: Callable[[np.ndarray], np.ndarray],
+    content_free: Callable[[], np.ndarray],
+    rows: np.ndarray,
+    y_index: np.ndarray | None,
+    log_prior: np.ndarray,
+    *,
+    class_weight: Any = None,
+    classes: Sequence[Any] = (),
+    random_state: Any = None,
+    owner: str = "",
+) -> Calibration:
+    """The one calibration fit, used by ``fit`` and by every cross-validation
+    fold: from the log-probabilities of the training ``rows`` (not shown as
+    examples; ``log_proba_of(rows)``) or of the content-free inputs
+    (``content_free()``), each asked for only when ``kind`` needs it. Batch
+    calibration with no row left falls back to the content-free bias; its
+    small-call bias is estimated on at most ``BATCH_PRIOR_ROWS`` rows, drawn
+    by ``random_state``, which also seeds the learned calibration's folds;
+    ``owner`` starts error messages."""
+    if kind is None:
+        return Calibration(None, log_prior)
+    if kind == "contextual" or (kind == "batch" and rows.size == 0):
+        return Calibration(kind, log_prior, bias=contextual_bias(content_free(), log_prior))
+    if kind == "batch":
+        if rows.size > BATCH_PRIOR_ROWS:
+            rows = np.sort(check_random_state(random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
+        return Calibration(kind, log_prior, bias=batch_bias(log_proba_of(rows), log_prior))
+    if y_index is None:
+        prefix = f"{owner}: " if owner else ""
+        raise ValueError(f"{prefix}calibration='learned' learns from labelled texts: fit needs y")
+    learned = LearnedCalibrator.fit(
+        log_proba_of(rows),
+        y_index[rows],
+        len(log_prior),
+        random_state=learned_seed(random_state),
+        class_weight=index_weights(class_weight, list(classes)),
+    )
+    return Calibration(kind, log_prior, learned=learned)

@@ -11,32 +11,32 @@ rows are in every fold's training part and never scored."""
 
 from __future__ import annotations
 
-import numbers
 import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import check_cv
 from sklearn.pipeline import FeatureUnion, Pipeline
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._candidates import Candidate, candidates
-from ._cv_scores import ReaderReads, StackingHead, fold_log_proba, score_fold
-from ._inputs import as_records
-from ._params import check_params
-from ._sklearn import drop_fitted, text_classifier_tags
-from ._targets import as_target
-from .calibration import CALIBRATIONS, content_free_records
-from .classifier import LLMLabelClassifier
-from .reading.cache import ReadCache
-from .reading.driver import read_plans, reads_per_text
-from .reading.prompts import LABELS_FIELD, OPTIONS_FIELD
+from ..classifier import LLMLabelClassifier
+from ..engines import engine_for
+from ..exceptions import warn_user
+from ..fitting.calibration import CALIBRATIONS, learned_seed, rows_not_shown
+from ..fitting.fit import content_free_log_proba
+from ..fitting.inputs import as_records
+from ..fitting.params import check_params
+from ..fitting.shaping import method_result
+from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
+from ..fitting.targets import as_target
+from ..reading.cache import ReadCache
+from ..reading.driver import read_plans, reads_per_text
+from .candidates import Candidate, candidates
+from .folds import fold_count, results, scorer, usable_few_shots
+from .scores import ReaderReads, StackingHead, fold_log_proba, score_fold
 
 __all__ = ["LLMLabelClassifierCV"]
 
@@ -243,7 +243,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         readers, found = candidates(
             base.get_params(),
             prompts=self.prompts,
-            few_shots=_usable_few_shots(self.few_shots, y_values),
+            few_shots=usable_few_shots(self.few_shots, y_values),
             label_modes=self.label_modes,
             length_norms=self.length_norms,
             label_sets=self.label_sets,
@@ -258,7 +258,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                     check_params(clone(base).set_params(**c.params))
                 except ValueError as exc:
                     raise ValueError(f"{name}: candidate {c.params}: {exc}") from None
-        self.scorer_ = _scorer(base, self.scoring, np.unique(y_values))
+        self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache()
         with cache.active():
             fitted, reads = self._read_all(base, readers, X, records, y_values)
@@ -296,12 +296,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         for params in readers:
             reader = clone(base).set_params(**params, calibration=None).fit(X, y)
             plan = reader.plans_[0]
-            engine = reader._engine()
+            engine = engine_for(reader.model, reader.base_url, reader.engine_options, owner=type(self).__name__)
             every = read_plans([plan], records, engine, batch_size=reader.batch_size, progress=reader.progress)[0]
-            fields = [f for f in plan.layout.template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
-            free = read_plans([plan], content_free_records(fields), engine, batch_size=8, progress=False)[0]
             fitted.append(reader)
-            reads.append(ReaderReads(every, free.log_proba(), tuple(reader.few_shot_rows_)))
+            reads.append(ReaderReads(every, content_free_log_proba(plan, engine), tuple(reader.few_shot_rows_)))
         return fitted, reads
 
     def _score(
@@ -316,25 +314,26 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         """Scores every candidate on the folds of the rows not shown as
         examples (each fold's training part gets the shown rows) and sets
         ``cv_results_`` and the ``best_*`` attributes."""
-        pool = np.array([i for i in range(len(records)) if i not in set(shown)], dtype=np.int64)
-        cv = _fold_count(self.cv, y_index[pool])
+        pool = rows_not_shown(range(len(records)), shown)
+        cv = fold_count(self.cv, y_index[pool])
         splitter = check_cv(cv, y_index[pool], classifier=True)
         with warnings.catch_warnings():
-            if cv is not self.cv:  # said already, in _fold_count's words
+            if cv is not self.cv:  # said already, in fold_count's words
                 warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
             folds = [
                 (np.concatenate([np.array(shown, dtype=np.int64), pool[train]]), pool[test])
                 for train, test in splitter.split(pool.reshape(-1, 1), y_index[pool])
             ]
         self.n_splits_ = len(folds)
-        seed = self._seed()
+        random_state = self._base().random_state
         per_split: list[list[dict[str, float] | None]] = []
         failures: list[str] = []
         for c in found:
             scores: list[dict[str, float] | None] = []
             for k, (train, test) in enumerate(folds):
                 try:
-                    log_proba = fold_log_proba(c, reads, y_index, classes, train, test, seed)
+                    state = clone(random_state, safe=False)  # each fold draws as the refit would
+                    log_proba = fold_log_proba(c, reads, y_index, classes, train, test, state)
                 except ValueError as exc:  # GridSearchCV's error_score=nan: this candidate cannot fit this fold
                     if not any(s is None for s in scores):
                         failures.append(f"candidate {c.params} on fold {k}: {exc}")
@@ -346,22 +345,17 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         if names is None:
             raise ValueError(f"{type(self).__name__}: no candidate could be scored on any fold; " + "; ".join(failures))
         if failures:
-            warnings.warn(
+            warn_user(
                 f"{type(self).__name__}: {len(failures)} candidate(s) could not be fitted on some folds; their score "
                 f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
                 UserWarning,
-                stacklevel=3,
             )
         filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
-        self.cv_results_ = _results(found, filled)
+        self.cv_results_ = results(found, filled)
         metric = self._refit_metric(names)
         self.best_index_ = int(np.argmin(self.cv_results_[f"rank_test_{metric}"]))
         self.best_params_ = dict(found[self.best_index_].params)
         self.best_score_ = float(self.cv_results_[f"mean_test_{metric}"][self.best_index_])
-
-    def _seed(self) -> int:
-        """The learned calibration's fold seed, as the refit estimator draws it."""
-        return int(check_random_state(self._base().random_state).randint(2**31 - 1))
 
     def _refit_metric(self, names: list[str]) -> str:
         if names == ["score"]:
@@ -388,7 +382,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         union = FeatureUnion(
             [(f"reader_{r}", clone(base).set_params(**params, calibration=None)) for r, params in enumerate(readers)]
         )
-        head = StackingHead(best.params["class_weight"], self._seed())
+        head = StackingHead(best.params["class_weight"], learned_seed(base.random_state))
         return Pipeline([("features", union), ("head", head)]).fit(X, y)
 
     # ----------------------------------------------------------- prediction
@@ -398,168 +392,25 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return self.best_estimator_
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """The best candidate's probabilities.
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
-        Returns
-        -------
-        ndarray of shape (n_texts, n_classes)
-            Columns in ``classes_`` order; rows sum to 1.
-        """
+        """The best candidate's probabilities, ``best_estimator_.predict_proba(X)``:
+        (n_texts, n_classes), columns in ``classes_`` order, rows summing to 1."""
         return self._best().predict_proba(X)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """The log of ``predict_proba`` (probabilities clipped at 1e-300).
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
-        Returns
-        -------
-        ndarray of shape (n_texts, n_classes)
-            Columns in ``classes_`` order.
-        """
+        """The log of ``predict_proba`` (probabilities clipped at 1e-300), as
+        the stacked candidate's model has no log-probabilities of its own."""
         return np.log(np.clip(self.predict_proba(X), 1e-300, None))
 
     def predict(self, X: Any) -> np.ndarray:
-        """The best candidate's most probable class of each text.
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
-        Returns
-        -------
-        ndarray of shape (n_texts,)
-            Classes of ``classes_``'s dtype.
-        """
+        """The best candidate's most probable class of each text, of ``classes_``'s dtype."""
         return self._best().predict(X)
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Scores for each text: log-odds (binary) or log-probabilities.
-
-        Parameters
-        ----------
-        X : sequence of str, pandas Series or DataFrame
-            The texts.
-
-        Returns
-        -------
-        ndarray
-            Binary: the log-odds of ``classes_[1]``, shape (n_texts,); else
-            the log-probabilities, shape (n_texts, n_classes).
-        """
-        log_proba = self.predict_log_proba(X)
-        return log_proba[:, 1] - log_proba[:, 0] if log_proba.shape[1] == 2 else log_proba
+        """Scores for each text, as ``LLMLabelClassifier.decision_function``
+        gives them: binary, the log-odds of ``classes_[1]``, shape (n_texts,);
+        else the log-probabilities, (n_texts, n_classes)."""
+        return method_result("decision_function", "single", [self.predict_log_proba(X)], self.classes_)
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = text_classifier_tags(super().__sklearn_tags__())
         return tags
-
-
-def _scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
-    """``check_scoring``'s scorer, with "neg_log_loss" given ``labels``: with a
-    few labelled texts a rare class is missing from some held-out folds, and
-    log-loss without the class list refuses such a fold."""
-    log_loss_scorer = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
-    if isinstance(scoring, str):
-        return log_loss_scorer if scoring == "neg_log_loss" else check_scoring(estimator, scoring=scoring)
-    if isinstance(scoring, list | tuple | set) and all(isinstance(name, str) for name in scoring):
-        scoring = {name: name for name in scoring}
-    if isinstance(scoring, dict):
-        scoring = {key: (log_loss_scorer if value == "neg_log_loss" else value) for key, value in scoring.items()}
-    return check_scoring(estimator, scoring=scoring)
-
-
-def _usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
-    """``few_shots`` with each nonzero count whose examples would leave too
-    little to score by (fewer than 4 texts outside the examples, or fewer than
-    2 classes with 2 texts; ``few_shot`` takes at most a class's count) lowered to the
-    largest count that leaves enough, or left out when none does. Raises
-    ValueError when no count is left. Anything but a list of ints is passed
-    on for ``candidates`` to name."""
-    if isinstance(few_shots, str) or not isinstance(few_shots, Sequence) or not few_shots:
-        return few_shots
-    if not all(isinstance(k, numbers.Integral) for k in few_shots):
-        return few_shots
-    counts = np.unique(y, return_counts=True)[1]
-
-    def scorable(k: int) -> bool:
-        left = np.maximum(counts - k, 0)
-        return k == 0 or (left.sum() >= 4 and np.count_nonzero(left >= 2) >= 2)
-
-    kept: list[int] = []
-    lowered: dict[int, int | None] = {}
-    for k in few_shots:
-        usable = next((j for j in range(int(k), 0, -1) if scorable(j)), 0) if k else 0
-        if usable != k:
-            lowered[int(k)] = usable or None
-        if (usable or not k) and usable not in kept:
-            kept.append(usable)
-    if not kept:
-        raise ValueError(
-            f"LLMLabelClassifierCV: {len(y)} training texts in {len(counts)} classes: every few-shot count in "
-            f"few_shots={list(few_shots)} leaves fewer than 4 texts, or fewer than 2 classes with 2 texts, outside "
-            "the examples to score by; pass more labelled texts or include 0 in few_shots"
-        )
-    if lowered:
-        said = ", ".join(f"few_shot={k} {'lowered to ' + str(j) if j else 'left out'}" for k, j in lowered.items())
-        warnings.warn(
-            f"LLMLabelClassifierCV: {said}: with {len(y)} training texts in {len(counts)} classes, more examples "
-            "per class would leave fewer than 4 texts, or fewer than 2 classes with 2 texts, to score by; pass "
-            "more labelled texts to try them",
-            UserWarning,
-            stacklevel=4,
-        )
-    return kept
-
-
-def _fold_count(cv: Any, y_index: np.ndarray) -> Any:
-    """``cv`` itself, or for an int above the smallest class's count that
-    count (at least 2): stratified folds need a member of each class in each
-    fold, and few labelled texts are this estimator's common case."""
-    if not isinstance(cv, numbers.Integral) or isinstance(cv, bool):
-        return cv
-    counts = np.bincount(y_index)
-    least = int(counts[counts > 0].min())
-    if least >= cv:
-        return cv
-    lowered = max(2, least)
-    alone = " (held out in one fold only)" if least < 2 else ""
-    warnings.warn(
-        f"LLMLabelClassifierCV: the smallest class has {least} text(s) outside the few-shot examples{alone}, "
-        f"fewer than cv={cv}; using {lowered} stratified folds. Pass more labelled texts or a smaller cv.",
-        UserWarning,
-        stacklevel=4,
-    )
-    return lowered
-
-
-def _results(found: list[Candidate], per_split: list[list[dict[str, float]]]) -> dict[str, Any]:
-    """``cv_results_`` in ``GridSearchCV``'s layout."""
-    names = sorted({k for c in found for k in c.params})
-    results: dict[str, Any] = {"params": [dict(c.params) for c in found]}
-    for key in names:
-        column = np.ma.MaskedArray(np.empty(len(found), dtype=object), mask=True)
-        for i, c in enumerate(found):
-            if key in c.params:
-                column[i] = c.params[key]
-        results[f"param_{key}"] = column
-    for metric in per_split[0][0]:
-        table = np.array([[s[metric] for s in splits] for splits in per_split])
-        for k in range(table.shape[1]):
-            results[f"split{k}_test_{metric}"] = table[:, k]
-        mean = table.mean(axis=1)
-        results[f"mean_test_{metric}"] = mean
-        results[f"std_test_{metric}"] = table.std(axis=1)
-        # NaN (a candidate that failed on a fold) ranks last, as in GridSearchCV
-        ranked = rankdata(np.where(np.isnan(mean), np.inf, -mean), method="min")
-        results[f"rank_test_{metric}"] = ranked.astype(np.int32)
-    return results

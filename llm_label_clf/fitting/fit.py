@@ -1,43 +1,72 @@
 """What ``LLMLabelClassifier.fit`` decides, as functions of its parameters
-and the training data that return the fitted attributes: one output's reading
-plan and calibration; several outputs as one fitted estimator per output (as
-scikit-learn's ``MultiOutputClassifier`` holds them); or one joint read.
-Nothing here predicts: calibration reads the training texts through the plan."""
+and the training data that return typed results the estimator sets its
+fitted attributes from: one output's reading plan and calibration
+(``OutputFit``); several outputs as one such fit per output, on a clone of
+the estimator each (as scikit-learn's ``MultiOutputClassifier`` holds them);
+or one joint read (``JointFit``). Nothing here predicts: calibration reads
+the training texts through the plan."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils import check_random_state
 
-from ._label_words import warn_label_words
-from ._per_output import OutputClasses, class_labels, one_class_error, output_classes, output_labels, output_prompts
-from ._targets import Target, unique_classes
-from .calibration import (
-    LearnedCalibrator,
-    batch_bias,
-    class_prior,
-    content_free_records,
-    contextual_bias,
-    index_weights,
-)
-from .engines.handle import Engine
-from .reading.build import ReadingSettings, build_reading
-from .reading.driver import read_plans
-from .reading.joint import JOINT_PROMPT, JointPlan, answer_regex, code_token_ids, joint_codes, joint_layout
-from .reading.plan import ReadingPlan
-from .reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
-from .reading.render import check_fields
+from ..engines.handle import Engine
+from ..reading.build import OutputReading, ReadingSettings, build_reading
+from ..reading.driver import read_plans
+from ..reading.joint import JOINT_PROMPT, JointPlan, answer_regex, code_token_ids, joint_codes, joint_layout
+from ..reading.plan import ReadingPlan
+from ..reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
+from ..reading.render import check_fields
+from .calibration import Calibration, class_prior, content_free_records, fit_calibration, rows_not_shown
+from .fitted import FittedOutput
+from .label_words import warn_label_words
+from .outputs import OutputClasses, class_labels, one_class_error, output_classes, output_labels, output_prompts
+from .targets import Target, unique_classes
 
-__all__ = ["fit_joint", "fit_output", "fit_separate"]
+__all__ = ["JointFit", "OutputFit", "content_free_log_proba", "fit_joint", "fit_output", "fit_separate"]
 
 Records = Sequence[dict[str, str]]
 EngineGetter = Callable[[], Engine]
-#: Training texts read at fit time for batch calibration's small-call fallback.
-BATCH_PRIOR_ROWS = 256
+
+
+@dataclass(frozen=True)
+class OutputFit:
+    """One output's fit: how it is read (``reading``: plan, verbalizers,
+    few-shot rows, ...), the template and chat setting in use, and the
+    ``output`` prediction goes through (classes, calibration)."""
+
+    reading: OutputReading
+    prompt: str
+    chat: bool
+    output: FittedOutput
+
+
+@dataclass(frozen=True)
+class JointFit:
+    """A joint read's fit: one plan answering every output, and per output
+    its name, classes and option letters (with the answer format's regex and
+    the letters' token ids)."""
+
+    plan: JointPlan
+    prompt: str
+    chat: bool
+    names: list[str]
+    options: list[dict[str, str]]
+    regex: str
+    token_ids: list[list[int]]
+    outputs: list[FittedOutput]
+
+
+def content_free_log_proba(plan: ReadingPlan, engine: Engine) -> np.ndarray:
+    """The plan's log-probabilities of the content-free inputs (every field
+    ``X`` fills set to "N/A", "" and "[MASK]"): contextual calibration's bias."""
+    records = content_free_records(plan.layout.template.input_fields)
+    return read_plans([plan], records, engine, batch_size=8, progress=False)[0].log_proba()
 
 
 def uses_chat(chat: Any, tokenizer: Any) -> bool:
@@ -54,7 +83,7 @@ def fit_output(
     *,
     where: str = "",
     checked: OutputClasses | None = None,
-) -> dict[str, Any]:
+) -> OutputFit:
     """One output: ``classes_`` from ``y`` (or, without ``y``, the classes
     ``labels`` names), the reading plan, then the calibration. The classes
     and their labels are checked before the engine is asked for (``checked``:
@@ -84,74 +113,34 @@ def fit_output(
         written = [a[0] for a in labels] if reading.options is not None else [v[0] for v in reading.verbalizers]
         owner_here = f"{owner}: {where}" if where else owner
         warn_label_words(owner_here, classes.tolist(), written, est.label_words, options=reading.options is not None)
-    log_prior = class_prior(y_index, len(classes), est.calibration_prior)
-    bias, calibrator = _fit_calibration(
-        est, reading.plan, records, y_index, reading.few_shot_rows, engine, log_prior, classes
+    plan = reading.plan
+
+    def log_proba_of(rows: np.ndarray) -> np.ndarray:
+        progress = est.progress and est.calibration == "learned"
+        return read_plans([plan], [records[i] for i in rows], engine, batch_size=est.batch_size,
+                          progress=progress)[0].log_proba()
+
+    calibration = fit_calibration(
+        est.calibration,
+        log_proba_of,
+        lambda: content_free_log_proba(plan, engine),
+        rows_not_shown(range(len(records)), reading.few_shot_rows),
+        y_index,
+        class_prior(y_index, len(classes), est.calibration_prior),
+        class_weight=est.class_weight,
+        classes=classes.tolist(),
+        random_state=est.random_state,
+        owner=owner,
     )
-    return {
-        "classes_": classes,
-        "chat_": chat,
-        "prompt_": settings.template,
-        "verbalizers_": reading.verbalizers,
-        "label_sequences_": reading.label_sequences,
-        "label_mode_": reading.label_mode,
-        "label_token_ids_": reading.label_token_ids,
-        "options_": reading.options,
-        "few_shot_rows_": reading.few_shot_rows,
-        "few_shot_prefix_": reading.few_shot_prefix,
-        "class_prior_": np.exp(log_prior),
-        "calibration_bias_": bias,
-        "calibrator_": calibrator,
-        "plans_": [reading.plan],
-    }
+    return OutputFit(reading, settings.template, chat, FittedOutput(classes, calibration))
 
 
-def _fit_calibration(
-    est: Any,
-    plan: ReadingPlan,
-    records: Records,
-    y_index: np.ndarray | None,
-    shown: list[int],
-    engine: Engine,
-    log_prior: np.ndarray,
-    classes: np.ndarray,
-) -> tuple[np.ndarray | None, LearnedCalibrator | None]:
-    """What ``calibration`` needs, estimated from reads of content-free inputs
-    or of the training texts not shown as few-shot examples; the debiasing
-    calibrations aim at ``log_prior``."""
-    if est.calibration is None:
-        return None, None
-
-    def log_proba(rows: Records, progress: bool) -> np.ndarray:
-        reads = read_plans([plan], rows, engine, batch_size=est.batch_size, progress=progress)
-        return reads[0].log_proba()
-
-    used = set(shown)
-    rows = np.array([i for i in range(len(records)) if i not in used], dtype=np.int64)
-    if est.calibration == "contextual" or (est.calibration == "batch" and rows.size == 0):
-        # batch calibration with every training text shown as an example: small
-        # calls fall back to the content-free bias
-        fields = [f for f in plan.layout.template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)]
-        return contextual_bias(log_proba(content_free_records(fields), False), log_prior), None
-    if est.calibration == "batch":
-        if rows.size > BATCH_PRIOR_ROWS:
-            rows = np.sort(check_random_state(est.random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
-        return batch_bias(log_proba([records[i] for i in rows], False), log_prior), None
-    if y_index is None:
-        raise ValueError(f"{type(est).__name__}: calibration='learned' learns from labelled texts: fit needs y")
-    calibrator = LearnedCalibrator.fit(
-        log_proba([records[i] for i in rows], est.progress),
-        y_index[rows],
-        plan.n_classes,
-        random_state=check_random_state(est.random_state).randint(2**31 - 1),
-        class_weight=index_weights(est.class_weight, classes.tolist()),
-    )
-    return None, calibrator
-
-
-def fit_separate(est: Any, records: Records, target: Target, get_engine: EngineGetter) -> dict[str, Any]:
-    """Several outputs: one fitted single-output estimator per column of ``y``
-    (or per label of a multi-label ``y``), all on the same shared engine."""
+def fit_separate(
+    est: Any, records: Records, target: Target, get_engine: EngineGetter
+) -> tuple[list[Any], list[OutputFit]]:
+    """Several outputs: per column of ``y`` (or per label of a multi-label
+    ``y``) a clone of ``est`` with that output's prompt and labels, and its
+    fit, all on the same shared engine."""
     prompts = output_prompts(est.prompt, est.labels, target, est.label_words)
     names = target.names if target.names is not None else list(range(len(target.columns)))
     subs, checked = [], []
@@ -163,28 +152,17 @@ def fit_separate(est: Any, records: Records, target: Target, get_engine: EngineG
         except ValueError as exc:
             raise ValueError(f"output {names[j]!r}: {exc}") from None
         subs.append(sub)
-    estimators = []
+    fits = []
     for j, (sub, column) in enumerate(zip(subs, target.columns, strict=True)):
         where = f"output {names[j]!r}"
         try:
-            vars(sub).update(fit_output(sub, records, column, get_engine, where=where, checked=checked[j]))
+            fits.append(fit_output(sub, records, column, get_engine, where=where, checked=checked[j]))
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-        estimators.append(sub)
-    if target.kind == "multilabel":
-        classes_: Any = np.array(names)
-    else:
-        classes_ = [e.classes_ for e in estimators]
-    return {
-        "estimators_": estimators,
-        "n_outputs_": len(estimators),
-        "output_kind_": target.kind,
-        "classes_": classes_,
-        "plans_": [e.plans_[0] for e in estimators],
-    }
+    return subs, fits
 
 
-def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGetter) -> dict[str, Any]:
+def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGetter) -> JointFit:
     """A joint read: per output, its classes and their option letters' tokens;
     checks that the other parameters apply to a joint read."""
     name = type(est).__name__
@@ -239,15 +217,7 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
                           too_long=est.too_long)
     regex = answer_regex(codes)
     token_ids = code_token_ids(engine.tokenizer, codes)
-    return {
-        "classes_": classes,
-        "n_outputs_": len(classes),
-        "output_kind_": "multioutput",
-        "chat_": chat,
-        "prompt_": template.template,
-        "joint_names_": joint_names,
-        "joint_options_": options,
-        "joint_regex_": regex,
-        "joint_token_ids_": token_ids,
-        "plans_": [JointPlan(layout, tuple(tuple(ids) for ids in token_ids), regex)],
-    }
+    plan = JointPlan(layout, tuple(tuple(ids) for ids in token_ids), regex)
+    uniform = [Calibration(None, class_prior(None, len(c))) for c in classes]
+    outputs = [FittedOutput(c, u, checks_mass=False) for c, u in zip(classes, uniform, strict=True)]
+    return JointFit(plan, template.template, chat, joint_names, options, regex, token_ids, outputs)

@@ -7,18 +7,15 @@ give the classes words."""
 
 from __future__ import annotations
 
-import inspect
 import numbers
-import os
 import re
-import warnings
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .exceptions import LabelWordsWarning
+from ..exceptions import LabelWordsWarning, warn_user
 
 __all__ = [
     "AUTO_LABEL_WORDS",
@@ -94,11 +91,11 @@ def default_label_texts(classes: Sequence[Any], label_words: str) -> list[str]:
 
 
 def _example(classes: Sequence[Any]) -> tuple[str, str]:
-    """A ``labels`` mapping and list that give ``classes`` words, for the warning."""
+    """A ``labels`` mapping and list that give ``classes`` words, for the
+    warning: "no"/"yes" for booleans (what False/True mean), otherwise
+    placeholders (nothing says what a number means)."""
     if len(classes) == 2 and all(isinstance(c, (bool, np.bool_)) for c in classes):
         words = ["no", "yes"]
-    elif len(classes) == 2:
-        words = ["negative", "positive"]
     else:
         words = [f"<word for {c}>" for c in classes[:2]]
     more = ", ..." if len(classes) > 2 else ""
@@ -128,17 +125,6 @@ def label_words_message(owner: str, classes: Sequence[Any], written: Sequence[st
     )
 
 
-def _outside_package_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning at the first caller outside this package."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame = inspect.currentframe()
-    level = 0
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
-        frame = frame.f_back
-        level += 1
-    return max(level, 1)
-
-
 def warn_label_words(
     owner: str, classes: Sequence[Any], written: Sequence[str], label_words: str, *, options: bool = False
 ) -> None:
@@ -147,4 +133,4 @@ def warn_label_words(
     if label_words == "as_is" or not classes or not all(is_number_like(c) for c in classes):
         return
     message = label_words_message(owner, classes, written, options=options)
-    warnings.warn(message, LabelWordsWarning, stacklevel=_outside_package_stacklevel())
+    warn_user(message, LabelWordsWarning)

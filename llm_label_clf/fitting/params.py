@@ -11,9 +11,9 @@ from typing import Any
 
 from sklearn.utils import check_random_state
 
-from ._label_words import LABEL_WORDS
+from ..reading.prompts import DEFAULT_PROMPT, PromptTemplate
 from .calibration import CALIBRATION_PRIORS, CALIBRATIONS
-from .reading.prompts import DEFAULT_PROMPT, PromptTemplate
+from .label_words import LABEL_WORDS
 
 __all__ = ["LABEL_MODES", "PARAMETERS", "check_params"]
 

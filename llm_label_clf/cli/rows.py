@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._tables import (
+from .tables import (
     Table,
     UsageError,
     bad_row_reasons,

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ._tables import KNOWN_FORMATS, UsageError
+from .tables import KNOWN_FORMATS, UsageError
 
 __all__ = [
     "BAD_ROWS",
@@ -199,10 +199,10 @@ def needs_labels(args: argparse.Namespace) -> list[str]:
 def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> None:
     """The options of ``classify`` and ``evaluate``, in groups; defaults and
     choices come from ``LLMLabelClassifier`` and the constants of ``_params``."""
-    from ._params import LABEL_MODES
-    from .calibration import CALIBRATIONS
-    from .classifier import LLMLabelClassifier
-    from .reading.prompts import DEFAULT_PROMPT
+    from ..classifier import LLMLabelClassifier
+    from ..fitting.calibration import CALIBRATIONS
+    from ..fitting.params import LABEL_MODES
+    from ..reading.prompts import DEFAULT_PROMPT
 
     default = LLMLabelClassifier().get_params()
     calibrations = [_label(c) for c in CALIBRATIONS]

@@ -34,10 +34,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._cli_hints import OPTION_OF, cli_hint, engine_hint
-from ._cli_options import add_table_options, engine_options, estimator_params, needs_labels
-from ._cli_rows import announce_bad_rows, good_rows, skipped_target, with_predictions
-from ._tables import (
+from .hints import OPTION_OF, cli_hint, engine_hint
+from .options import add_table_options, engine_options, estimator_params, needs_labels
+from .rows import announce_bad_rows, good_rows, skipped_target, with_predictions
+from .tables import (
     UsageError,
     as_strings,
     check_cells,
@@ -66,7 +66,7 @@ class EngineFailure(Exception):
 def _demo(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .classifier import LLMLabelClassifier
+    from ..classifier import LLMLabelClassifier
 
     try:
         frame = pd.read_csv(args.data)
@@ -104,15 +104,13 @@ def _fields(args: argparse.Namespace) -> dict[str, str]:
     """The prompt's fields that the input fills, each with its column:
     ``{text}`` from ``--text-column``, any other field from the column of its
     name (``{labels}`` and ``{options}`` are filled by the package)."""
-    from .reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
+    from ..reading.prompts import DEFAULT_PROMPT, PromptTemplate
 
     try:
         template = PromptTemplate.parse(DEFAULT_PROMPT if args.prompt is None else args.prompt)
     except ValueError as exc:
         raise UsageError(f"--prompt: {exc}") from None
-    return {
-        f: args.text_column if f == "text" else f for f in template.fields if f not in (LABELS_FIELD, OPTIONS_FIELD)
-    }
+    return {f: args.text_column if f == "text" else f for f in template.input_fields}
 
 
 def _cells(frame: Any, fields: dict[str, str], path: str) -> list[tuple[str, str]]:
@@ -199,7 +197,7 @@ def _step(call: Callable[[], Any], args: argparse.Namespace, where: str, rows: S
     (low label mass, truncation; said on stderr) in option syntax naming rows
     of ``where`` (``rows[k]`` is the row of X item k). Other warnings go back
     to the warning filters."""
-    from .exceptions import LowLabelMassWarning, TruncationWarning
+    from ..exceptions import LowLabelMassWarning, TruncationWarning
 
     error: Exception | None = None
     with warnings.catch_warnings(record=True) as caught:
@@ -243,9 +241,9 @@ def _classify_rows(
 
     Returns (proba with columns in ``labels`` order, predicted classes, ``classes_``).
     """
-    from .classifier import LLMLabelClassifier
-    from .engines import get_engine
-    from .exceptions import ModelNotFoundError
+    from ..classifier import LLMLabelClassifier
+    from ..engines import get_engine
+    from ..exceptions import ModelNotFoundError
 
     clf = LLMLabelClassifier(**estimator_params(args, options), labels={label: label for label in labels})
     print(f"Classifying {len(X)} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)

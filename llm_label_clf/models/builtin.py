@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -20,6 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 __all__ = ["BUILTIN_MODELS", "DEFAULT_MODEL", "cache_dir", "gguf_path", "resolve_model"]
 
@@ -51,7 +53,7 @@ def resolve_model(model: str) -> str:
     """Turns ``model`` into what vLLM loads: a built-in name becomes its converted
     local folder (converting on first use), an existing folder becomes its
     absolute path, and anything else (a hub id) is returned unchanged: an
-    embedded engine checks it first (``model_source.check_model_source``); a
+    embedded engine checks it first (``models.source.check_model_source``); a
     remote server's model name need not exist here."""
     if model in BUILTIN_MODELS:
         return str(_ensure_converted(model))
@@ -129,15 +131,18 @@ def _convert(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, filename = str(gguf.parent), gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+    with _quiet_single_gguf_parse(gguf):
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
-    state = {
-        key: tensor.detach().to(torch.float32).contiguous().clone()
+    state = {  # the model's own float32 tensors: no copies
+        key: tensor.detach().to(torch.float32).contiguous()
         for key, tensor in model.state_dict().items()
         if not (tied and key == "lm_head.weight")
     }
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    weights = out / "model.safetensors"
+    save_file(state, str(weights), metadata={"format": "pt"})
+    os.chmod(weights, 0o644)  # safetensors writes it private; the cache may be shared
     config = model.config.to_dict()
     config.pop("quantization_config", None)
     config["torch_dtype"] = config["dtype"] = "bfloat16"
@@ -145,6 +150,48 @@ def _convert(gguf: Path, out: Path) -> None:
     tokenizer.save_pretrained(str(out))
     if model.generation_config is not None:
         model.generation_config.save_pretrained(str(out))
+
+
+@contextlib.contextmanager
+def _quiet_single_gguf_parse(gguf: Path) -> Iterator[None]:
+    """While transformers reads ``gguf``: no progress bars, and the file parsed
+    once. transformers shows a bare ``tqdm`` bar while it dequantizes and a
+    "Loading weights" one (``transformers.utils.logging``'s switch); it parses
+    the GGUF anew for the tokenizer's config, the model's config and the
+    weights (each parse walks the 49k-token vocabulary: seconds), and builds
+    gguf's tensor-name map once per module. Here the reader of this file and
+    the name maps are reused, which changes no number (the weights are
+    byte-identical). Everything is restored afterwards; a transformers version
+    that reads the GGUF another way runs slower here, not wrong."""
+    import gguf as gguf_lib
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    wanted = os.path.realpath(gguf)
+    make_reader, name_map = gguf_lib.GGUFReader, gguf_lib.get_tensor_name_map
+    readers: dict[str, Any] = {}
+
+    def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or os.path.realpath(path) != wanted:
+            return make_reader(path, *args, **kwargs)
+        if wanted not in readers:
+            readers[wanted] = make_reader(path)
+        return readers[wanted]
+
+    bar = getattr(gguf_utils, "tqdm", None)
+    bars_on = hf_logging.is_progress_bar_enabled()
+    gguf_lib.GGUFReader, gguf_lib.get_tensor_name_map = reader, functools.cache(name_map)
+    if bar is not None:
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        gguf_lib.GGUFReader, gguf_lib.get_tensor_name_map = make_reader, name_map
+        if bar is not None:
+            gguf_utils.tqdm = bar
+        if bars_on:
+            hf_logging.enable_progress_bar()
 
 
 def _file_digest(path: Path) -> str:

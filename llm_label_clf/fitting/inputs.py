@@ -1,5 +1,6 @@
 """Turns what users pass as ``X`` into one field dict per text, in order, and
-rejects what cannot be a text with an error that names the item."""
+rejects what cannot be a text with an ``InvalidInputError`` that names the
+item in its message and carries its index as data."""
 
 from __future__ import annotations
 
@@ -10,19 +11,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..exceptions import InvalidInputError
+
 __all__ = ["as_records"]
 
 Record = dict[str, str]
 
 
-def _check_text(value: Any, where: str) -> str:
+def _check_text(value: Any, item: int, where: str) -> str:
+    """``value`` if it is a text; else an error naming ``X``'s ``item`` (``where`` says it in words)."""
     if isinstance(value, str):
         return value
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        raise ValueError(f"X {where} is missing ({value!r}): every input must be a string")
-    raise ValueError(
+        raise InvalidInputError(f"X {where} is missing ({value!r}): every input must be a string", [item])
+    raise InvalidInputError(
         f"X {where} is a {type(value).__name__} ({value!r:.60}), not a string: "
-        "convert your texts with str() or clean them before classifying"
+        "convert your texts with str() or clean them before classifying",
+        [item],
     )
 
 
@@ -37,14 +42,16 @@ def as_records(X: Any) -> list[Record]:
         for row_number, row in enumerate(X.itertuples(index=False, name=None)):
             records.append(
                 {
-                    column: _check_text(value, f"row {row_number} (index {X.index[row_number]!r}), column {column!r}")
+                    column: _check_text(
+                        value, row_number, f"row {row_number} (index {X.index[row_number]!r}), column {column!r}"
+                    )
                     for column, value in zip(columns, row, strict=True)
                 }
             )
         return records
     if isinstance(X, pd.Series):
         return [
-            {"text": _check_text(value, f"item {i} (index {index!r})")}
+            {"text": _check_text(value, i, f"item {i} (index {index!r})")}
             for i, (index, value) in enumerate(X.items())
         ]
     if isinstance(X, str):
@@ -64,4 +71,4 @@ def as_records(X: Any) -> list[Record]:
             X = list(X)
         except TypeError:
             raise ValueError(f"X must be a sequence of texts, got {type(X).__name__}") from None
-    return [{"text": _check_text(value, f"item {i}")} for i, value in enumerate(X)]
+    return [{"text": _check_text(value, i, f"item {i}")} for i, value in enumerate(X)]

@@ -1,0 +1,72 @@
+"""One output as ``fit`` left it, as plain picklable data: its classes and
+its calibration, and ``log_proba(reads)``, the one way reads of that output
+(made by this process, a worker's engine or Ray's vLLM stage) become its
+log-probabilities. As scikit-learn's ``_CalibratedClassifier`` is to
+``CalibratedClassifierCV``: the estimator holds one per output
+(``outputs_``) and predicts through them, and so does ``distributed/``,
+through ``LLMLabelClassifier.log_proba_from_reads``.
+
+Also the label-mass check, which runs once per call over every output."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..exceptions import LowLabelMassWarning, warn_user
+from ..reading.plan import ClassReads
+from .calibration import Calibration
+
+__all__ = ["FittedOutput", "check_label_mass"]
+
+
+@dataclass(frozen=True)
+class FittedOutput:
+    """One output's ``classes`` (the column order of its probabilities), its
+    ``calibration``, and whether its reads carry a label mass worth checking
+    (a joint read's options always sum to 1 under the answer format)."""
+
+    classes: np.ndarray
+    calibration: Calibration
+    checks_mass: bool = True
+
+    def log_proba(self, reads: ClassReads) -> np.ndarray:
+        """Log-probabilities over ``classes``: the softmax of the reads'
+        scores, then the calibration."""
+        return self.calibration.apply(reads.log_proba())
+
+
+def check_label_mass(
+    outputs: Sequence[FittedOutput], reads: Sequence[ClassReads], action: str, threshold: float
+) -> None:
+    """Warns once (``action="warn"``) or raises ValueError (``"raise"``) when
+    some texts put less than ``threshold`` of probability on every label of
+    some output, naming the first such text; ``"ignore"`` checks nothing."""
+    if action == "ignore":
+        return
+    low: set[int] = set()
+    first: tuple[int, float, int] | None = None
+    n = 0
+    for j, (output, read) in enumerate(zip(outputs, reads, strict=True)):
+        if not output.checks_mass or read.class_logprobs.shape[0] == 0:
+            continue
+        mass = read.label_mass()
+        n = mass.size
+        below = np.flatnonzero(mass < threshold)
+        low.update(below.tolist())
+        if below.size and (first is None or below[0] < first[0]):
+            first = (int(below[0]), float(mass[below[0]]), j)
+    if first is None:
+        return
+    item, mass_there, output_index = first
+    where = f" of output {output_index}" if len(outputs) > 1 else ""
+    message = (
+        f"{len(low)} of {n} texts have label mass below {threshold} "
+        f"(item {item}{where}: {mass_there:.2g}): the model mostly wants to answer something "
+        "other than the labels there; reword the prompt or labels, or set low_mass='ignore'"
+    )
+    if action == "raise":
+        raise ValueError(message)
+    warn_user(message, LowLabelMassWarning)

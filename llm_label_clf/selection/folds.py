@@ -1,0 +1,119 @@
+"""How ``LLMLabelClassifierCV`` splits and scores its training texts: which
+few-shot counts leave enough texts to score by, how many stratified folds
+the smallest class allows, the scorer (log-loss told every class), and
+``cv_results_`` in ``GridSearchCV``'s layout. Plain functions of the labels
+and the scores; nothing here reads."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.stats import rankdata
+from sklearn.metrics import check_scoring, log_loss, make_scorer
+
+from ..exceptions import warn_user
+from .candidates import Candidate
+
+__all__ = ["fold_count", "results", "scorer", "usable_few_shots"]
+
+
+def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
+    """``check_scoring``'s scorer, with "neg_log_loss" given ``labels``: with a
+    few labelled texts a rare class is missing from some held-out folds, and
+    log-loss without the class list refuses such a fold."""
+    log_loss_scorer = make_scorer(log_loss, greater_is_better=False, response_method="predict_proba", labels=classes)
+    if isinstance(scoring, str):
+        return log_loss_scorer if scoring == "neg_log_loss" else check_scoring(estimator, scoring=scoring)
+    if isinstance(scoring, list | tuple | set) and all(isinstance(name, str) for name in scoring):
+        scoring = {name: name for name in scoring}
+    if isinstance(scoring, dict):
+        scoring = {key: (log_loss_scorer if value == "neg_log_loss" else value) for key, value in scoring.items()}
+    return check_scoring(estimator, scoring=scoring)
+
+
+def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
+    """``few_shots`` with each nonzero count whose examples would leave too
+    little to score by (fewer than 4 texts outside the examples, or fewer than
+    2 classes with 2 texts; ``few_shot`` takes at most a class's count) lowered to the
+    largest count that leaves enough, or left out when none does. Raises
+    ValueError when no count is left. Anything but a list of ints is passed
+    on for ``candidates`` to name."""
+    if isinstance(few_shots, str) or not isinstance(few_shots, Sequence) or not few_shots:
+        return few_shots
+    if not all(isinstance(k, numbers.Integral) for k in few_shots):
+        return few_shots
+    counts = np.unique(y, return_counts=True)[1]
+
+    def scorable(k: int) -> bool:
+        left = np.maximum(counts - k, 0)
+        return k == 0 or (left.sum() >= 4 and np.count_nonzero(left >= 2) >= 2)
+
+    kept: list[int] = []
+    lowered: dict[int, int | None] = {}
+    for k in few_shots:
+        usable = next((j for j in range(int(k), 0, -1) if scorable(j)), 0) if k else 0
+        if usable != k:
+            lowered[int(k)] = usable or None
+        if (usable or not k) and usable not in kept:
+            kept.append(usable)
+    if not kept:
+        raise ValueError(
+            f"LLMLabelClassifierCV: {len(y)} training texts in {len(counts)} classes: every few-shot count in "
+            f"few_shots={list(few_shots)} leaves fewer than 4 texts, or fewer than 2 classes with 2 texts, outside "
+            "the examples to score by; pass more labelled texts or include 0 in few_shots"
+        )
+    if lowered:
+        said = ", ".join(f"few_shot={k} {'lowered to ' + str(j) if j else 'left out'}" for k, j in lowered.items())
+        warn_user(
+            f"LLMLabelClassifierCV: {said}: with {len(y)} training texts in {len(counts)} classes, more examples "
+            "per class would leave fewer than 4 texts, or fewer than 2 classes with 2 texts, to score by; pass "
+            "more labelled texts to try them",
+            UserWarning,
+        )
+    return kept
+
+
+def fold_count(cv: Any, y_index: np.ndarray) -> Any:
+    """``cv`` itself, or for an int above the smallest class's count that
+    count (at least 2): stratified folds need a member of each class in each
+    fold, and few labelled texts are this estimator's common case."""
+    if not isinstance(cv, numbers.Integral) or isinstance(cv, bool):
+        return cv
+    counts = np.bincount(y_index)
+    least = int(counts[counts > 0].min())
+    if least >= cv:
+        return cv
+    lowered = max(2, least)
+    alone = " (held out in one fold only)" if least < 2 else ""
+    warn_user(
+        f"LLMLabelClassifierCV: the smallest class has {least} text(s) outside the few-shot examples{alone}, "
+        f"fewer than cv={cv}; using {lowered} stratified folds. Pass more labelled texts or a smaller cv.",
+        UserWarning,
+    )
+    return lowered
+
+
+def results(found: list[Candidate], per_split: list[list[dict[str, float]]]) -> dict[str, Any]:
+    """``cv_results_`` in ``GridSearchCV``'s layout."""
+    names = sorted({k for c in found for k in c.params})
+    results: dict[str, Any] = {"params": [dict(c.params) for c in found]}
+    for key in names:
+        column = np.ma.MaskedArray(np.empty(len(found), dtype=object), mask=True)
+        for i, c in enumerate(found):
+            if key in c.params:
+                column[i] = c.params[key]
+        results[f"param_{key}"] = column
+    for metric in per_split[0][0]:
+        table = np.array([[s[metric] for s in splits] for splits in per_split])
+        for k in range(table.shape[1]):
+            results[f"split{k}_test_{metric}"] = table[:, k]
+        mean = table.mean(axis=1)
+        results[f"mean_test_{metric}"] = mean
+        results[f"std_test_{metric}"] = table.std(axis=1)
+        # NaN (a candidate that failed on a fold) ranks last, as in GridSearchCV
+        ranked = rankdata(np.where(np.isnan(mean), np.inf, -mean), method="min")
+        results[f"rank_test_{metric}"] = ranked.astype(np.int32)
+    return results
