@@ -11,6 +11,7 @@ import llm_label_clf
 def test_all_is_pinned():
     assert sorted(llm_label_clf.__all__) == [
         "GenerationError",
+        "InvalidInputError",
         "LLMLabelClassifier",
         "LLMLabelClassifierCV",
         "LabelRead",
@@ -20,6 +21,7 @@ def test_all_is_pinned():
         "ModelNotFoundError",
         "ModelUnavailableError",
         "NotFittedError",
+        "RemoteServerError",
         "TruncationWarning",
         "engine_info",
         "get_engine",
