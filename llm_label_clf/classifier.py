@@ -26,7 +26,7 @@ from .fitting.fit import JointFit, OutputFit, fit_joint, fit_output, fit_separat
 from .fitting.fitted import FittedOutput, check_label_mass
 from .fitting.inputs import as_records
 from .fitting.params import check_params
-from .fitting.shaping import method_result
+from .fitting.shaping import method_result, output_kind
 from .fitting.sklearn_api import TransformOutput, drop_fitted, text_classifier_tags
 from .fitting.targets import as_target, subset_accuracy
 from .models.builtin import DEFAULT_MODEL
@@ -428,7 +428,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     def _kind(self) -> str:
         """"single", "multioutput" or "multilabel" (raises NotFittedError before fit)."""
         check_is_fitted(self, ["classes_", "plans_"])
-        return vars(self).get("output_kind_", "single")
+        return output_kind(self)
 
     def _read(self, X: Any) -> list[ClassReads]:
         """Every output's reads of ``X``: the plans run by the chunk driver."""
@@ -624,9 +624,9 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
                 f"diagnose reads one output; this estimator has {self.n_outputs_}: "
                 "call clf.estimators_[j].diagnose(X) for output j"
             )
-        reads = self._read(X)
-        proba = np.exp(self.log_proba_from_reads(reads)[0])
-        reads = reads[0]
+        every_output = self._read(X)
+        proba = np.exp(self.log_proba_from_reads(every_output)[0])
+        reads = every_output[0]
         flat = [t for ids in self.label_token_ids_ for t in ids]
         tokenizer = self._engine().tokenizer
         frame = pd.DataFrame({f"proba_{c}": proba[:, k] for k, c in enumerate(self.classes_)})
