@@ -2,8 +2,10 @@
 ``engines.shared``): with joblib's process backend (loky) the worker processes
 start no engine and read through one shared server on loopback, with the
 threading backend they share this process's engine, and either way the
-scores equal ``n_jobs=None``'s. Also: each worker's own engine on request,
-and the shared server retiring by itself.
+scores equal ``n_jobs=None``'s; joint reads too. Other ``multiprocessing``
+children use the server only when they opt in. Also: each worker's own
+engine on request, waiting for a server that starts slowly, and the shared
+server retiring by itself, also after its owner is SIGKILLed.
 
 The module uses a registry folder of its own and a short idle timeout, set
 before any worker process starts (workers and the server inherit them).
@@ -15,11 +17,14 @@ retirement are in the full tier (``make test-full``).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import joblib
@@ -35,6 +40,7 @@ from sklearn.model_selection import (
 )
 
 from helpers import SST2_TEMPLATE, make_classifier, wait_until
+from llm_label_clf.engines.environment import START_TIMEOUT_ENV
 from llm_label_clf.engines.local import engine_count, engine_settings
 from llm_label_clf.engines.shared import (
     SHARED_DIR_ENV,
@@ -42,11 +48,19 @@ from llm_label_clf.engines.shared import (
     Registry,
     idle_s,
     pid_alive,
+    shared_engine,
     shared_servers,
     stop_shared_servers,
+    wait_for_server,
 )
-from llm_label_clf.engines.workers import WORKER_ENGINE_ENV, uses_shared_engine, worker_engine_mode
+from llm_label_clf.engines.workers import (
+    SHARED_ENGINE_ENV,
+    WORKER_ENGINE_ENV,
+    uses_shared_engine,
+    worker_engine_mode,
+)
 from llm_label_clf.models.builtin import DEFAULT_MODEL
+from llm_label_clf.testing import free_port
 
 N_TEXTS = 24
 PROMPTS = [SST2_TEMPLATE, "Text: {text}\nSentiment:"]
@@ -59,6 +73,11 @@ ATOL = 1e-5
 #: A joint read's later slots come from decode steps batched differently in
 #: the server and here: float32 sums in another order (~1e-6, test_joint).
 JOINT_ATOL = 2e-5
+#: The idle timeout of the server that a SIGKILLed parent leaves behind.
+KILLED_PARENT_IDLE_S = 20
+#: How long a retiring server may take to shut down gracefully (vLLM's
+#: shutdown ~5 s; _shared_server gives it 60 s before exiting hard).
+SHUTDOWN_S = 60
 
 
 def fresh_workers() -> None:
@@ -87,24 +106,61 @@ def children(pid: int) -> list[int]:
     return found
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_setup(tmp_path_factory):
-    """The module's registry and idle timeout, in place before any worker
-    starts; at the end the workers end and any server left is stopped."""
-    names = (SHARED_DIR_ENV, SHARED_IDLE_ENV, WORKER_ENGINE_ENV)
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ[SHARED_DIR_ENV] = str(tmp_path_factory.mktemp("shared_servers"))
-    os.environ[SHARED_IDLE_ENV] = str(IDLE_S)
-    os.environ.pop(WORKER_ENGINE_ENV, None)
-    fresh_workers()
-    yield
-    fresh_workers()
-    stop_shared_servers()
-    for name, value in saved.items():
+def descendants(pid: int) -> list[int]:
+    """``pid``'s children, their children, and so on."""
+    found, todo = [], [pid]
+    while todo:
+        below = children(todo.pop())
+        found += below
+        todo += below
+    return found
+
+
+def joblib_process(pid: int) -> bool:
+    """Whether ``pid`` is one of joblib's processes (a loky worker, or a
+    resource tracker, which lives as long as the workers holding its pipe)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"loky" in cmdline or b"resource_tracker" in cmdline
+
+
+def set_environ(values: dict[str, str | None]) -> dict[str, str | None]:
+    """Sets each variable (removes it for None); returns their values before."""
+    before = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    return before
+
+
+def engine_decision(env: dict[str, str | None]) -> str:
+    """In a worker process, with ``env`` set there for the call: whether it
+    would read through the shared server ("shared"), start its own engine
+    ("own"), or refuse ("error: ..."); starts nothing."""
+    before = set_environ(env)
+    try:
+        return "shared" if uses_shared_engine() else "own"
+    except RuntimeError as exc:
+        return f"error: {exc}"
+    finally:
+        set_environ(before)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_setup(tmp_path_factory):
+    """The module's registry and idle timeout, in place before any worker
+    starts; at the end the workers end and any server left is stopped."""
+    folder = str(tmp_path_factory.mktemp("shared_servers"))
+    before = set_environ({SHARED_DIR_ENV: folder, SHARED_IDLE_ENV: str(IDLE_S), WORKER_ENGINE_ENV: None})
+    fresh_workers()
+    yield
+    fresh_workers()
+    stop_shared_servers()
+    set_environ(before)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +185,72 @@ def test_settings_from_the_environment_are_checked(monkeypatch):
     with pytest.raises(ValueError, match=rf"{WORKER_ENGINE_ENV}='mine': expected one of \['own', 'shared'\]"):
         worker_engine_mode()
     assert not uses_shared_engine()  # this process is no worker: the variable is not even read
+
+
+def test_only_loky_workers_read_through_the_shared_server_unless_others_opt_in():
+    """Loky workers read through the shared server by default; other
+    ``multiprocessing`` children start their own engine (a daemonic one is
+    told how to opt in) unless LLM_LABEL_CLF_WORKER_ENGINE=shared or
+    LLM_LABEL_CLF_SHARED_ENGINE=1. No engine starts."""
+    unset = {WORKER_ENGINE_ENV: None, SHARED_ENGINE_ENV: None}
+    try:
+        loky = joblib.Parallel(n_jobs=2)(joblib.delayed(engine_decision)(unset) for _ in range(2))
+        own = unset | {WORKER_ENGINE_ENV: "own"}
+        assert joblib.Parallel(n_jobs=2)(joblib.delayed(engine_decision)(own) for _ in range(2)) == ["own", "own"]
+    finally:
+        # Workers whose first task was this light one count the next tests'
+        # reads (tokenizer, client: > 300 MB) as a leak: loky retires them and
+        # warns from its manager thread, which the warnings-as-errors filter
+        # killed, and the next n_jobs run hung. Later tests get fresh workers.
+        fresh_workers()
+    assert loky == ["shared", "shared"]
+    spawn = multiprocessing.get_context("spawn")  # not fork: this process runs threads
+    with ProcessPoolExecutor(1, mp_context=spawn) as plain:  # not daemonic: may start an engine
+        assert plain.submit(engine_decision, unset).result() == "own"
+    with spawn.Pool(1) as pool:  # daemonic
+        refused, opted, opted_all = pool.map(
+            engine_decision, [unset, unset | {WORKER_ENGINE_ENV: "shared"}, unset | {SHARED_ENGINE_ENV: "1"}]
+        )
+    assert refused.startswith("error: this worker process is daemonic") and f"{WORKER_ENGINE_ENV}=shared" in refused
+    assert (opted, opted_all) == ("shared", "shared")
+
+
+def test_a_starting_server_is_waited_for_until_it_exits_or_logs_a_failure(tmp_path, monkeypatch):
+    """A stand-in for a server still starting after the start-up timeout (a
+    real process that answers on no port; the real server starts that slowly
+    only on a loaded machine, so this fault is injected): waited for past
+    LLM_LABEL_CLF_START_TIMEOUT_S while it runs, given up on once its log
+    shows a traceback, and at once when it has exited."""
+    monkeypatch.setenv(START_TIMEOUT_ENV, "1")
+    log = tmp_path / "server.log"
+    log.write_text("INFO loading the model\n")
+    starting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        entry = {"pid": starting.pid, "url": f"http://127.0.0.1:{free_port()}", "log": str(log)}
+        why: list[str | None] = []
+        waiter = threading.Thread(target=lambda: why.append(wait_for_server(entry, failure_grace_s=1.0)))
+        waiter.start()
+        waiter.join(timeout=4.0)
+        assert waiter.is_alive() and not why  # 4x the start-up timeout, still waiting
+        with log.open("a") as handle:
+            handle.write("Traceback (most recent call last):\n  ...\nRuntimeError: no memory for the KV cache\n")
+        waiter.join(timeout=15.0)
+        assert why == ["logged a failure"]
+    finally:
+        starting.kill()
+        starting.wait()
+    assert wait_for_server(entry) == "exited"
+
+
+@pytest.mark.full
+def test_a_server_that_fails_to_start_raises_with_its_log(tmp_path, monkeypatch):
+    """A shared server given an option vLLM does not know exits while
+    starting: the caller's error says so and quotes the server's log."""
+    monkeypatch.setenv(SHARED_DIR_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError, match="exited; the end of its log") as info:
+        shared_engine(DEFAULT_MODEL, {"no_such_engine_argument": 1})
+    assert "engine options ['no_such_engine_argument'] are not vLLM engine arguments" in str(info.value)
+    assert shared_servers() == []
 
 
 def test_entries_of_dead_servers_are_removed(tmp_path, monkeypatch):
@@ -339,3 +461,59 @@ def test_shared_server_retires_when_idle():
     print(f"the server retired {time.monotonic() - started:.0f} s after the last check (idle timeout {IDLE_S} s)")
     assert shared_servers() == []
     assert wait_until(lambda: not any(pid_alive(pid) for pid in engine_processes), deadline_s=30)
+
+
+_KILLED_PARENT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import joblib
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.engines.shared import shared_servers
+
+    if __name__ == "__main__":
+        data = json.loads(open(sys.argv[1]).read())
+        clf = LLMLabelClassifier(prompt=data["prompt"], progress=False, low_mass="ignore").fit(data["X"], data["y"])
+        chunks = [data["X"][:4], data["X"][4:]]
+        joblib.Parallel(n_jobs=2)(joblib.delayed(clf.predict)(chunk) for chunk in chunks)
+        (server,) = shared_servers()
+        print(json.dumps({"server": server["pid"], "idle_s": server["idle_s"]}), flush=True)
+        time.sleep(3600)  # until killed
+    """
+)
+
+
+@pytest.mark.full
+def test_nothing_a_killed_parent_started_outlives_the_idle_limit(tmp_path, sst2):
+    """A process with its own engine, whose loky workers started a shared
+    server (a registry and an idle limit of its own), is SIGKILLed: its
+    engine processes, the server and the server's engine processes are all
+    gone within the server's idle limit (plus a graceful shutdown). Not
+    checked: joblib's own idle workers, which loky ends after its own idle
+    timeout (300 s), as for any joblib user."""
+    X, y = sst2
+    (tmp_path / "data.json").write_text(json.dumps({"X": X[:8], "y": y[:8].tolist(), "prompt": SST2_TEMPLATE}))
+    (tmp_path / "parent.py").write_text(_KILLED_PARENT)
+    env = os.environ | {SHARED_DIR_ENV: str(tmp_path / "servers"), SHARED_IDLE_ENV: str(KILLED_PARENT_IDLE_S)}
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "parent.py"), str(tmp_path / "data.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        line = parent.stdout.readline()
+        assert line, parent.stderr.read()[-3000:]
+        server = json.loads(line)
+        assert server["idle_s"] == KILLED_PARENT_IDLE_S
+        in_server = [server["server"], *descendants(server["server"])]
+        in_parent = [pid for pid in descendants(parent.pid) if not joblib_process(pid)]
+        assert len(in_server) >= 2 and in_parent  # the server, its engine process; the parent's engine
+    finally:
+        parent.kill()
+        parent.wait()
+    killed = time.monotonic()
+    started = in_server + in_parent
+    limit = KILLED_PARENT_IDLE_S + SHUTDOWN_S
+    gone = wait_until(lambda: not any(pid_alive(pid) for pid in started), limit, 1)
+    left = [pid for pid in started if pid_alive(pid)]
+    print(f"after the SIGKILL: {len(started)} processes gone in {time.monotonic() - killed:.0f} s; left {left}")
+    assert gone, f"still running {limit} s after the parent's SIGKILL: {left}"
+    assert Registry(tmp_path / "servers").names() == []

@@ -21,14 +21,9 @@ import numpy as np
 import pytest
 
 from helpers import SST2_LABELS, SST2_TEMPLATE, build_prompt, load_texts
-from llm_label_clf import GenerationError
+from llm_label_clf import GenerationError, RemoteServerError
 from llm_label_clf.engines.loop import run_sync
-from llm_label_clf.engines.remote import (
-    RemoteClient,
-    RemoteServerError,
-    get_remote_engine,
-    shutdown_remote_engines,
-)
+from llm_label_clf.engines.remote import RemoteClient, get_remote_engine, shutdown_remote_engines
 from llm_label_clf.models.builtin import DEFAULT_MODEL
 from llm_label_clf.reading.batches import read_label_logprobs
 from llm_label_clf.testing import Server, free_port, vllm_server
@@ -194,10 +189,10 @@ def test_closed_engine_fails_its_reads_and_is_replaced(server_a, sst2_prompts):
 # --- reads -------------------------------------------------------------------
 
 
-def check_reads_equal(remote: Any, most_requests: int, engine: Any, sst2_prompts: Any, reference: Any) -> None:
+def check_reads_equal(remote: Any, engine: Any, sst2_prompts: Any, reference: Any) -> None:
     """30 label reads over ``remote`` equal the embedded engine's (max
-    |difference| printed: measured 0.0) in at most ``most_requests`` requests,
-    and the engine spec carries over."""
+    |difference| printed: measured 0.0), one request each, and the engine
+    spec carries over."""
     ids, label_ids = sst2_prompts
     sent = remote.client.requests
     scores = run_sync(read_label_logprobs(remote, ids[:30], label_ids))
@@ -205,30 +200,27 @@ def check_reads_equal(remote: Any, most_requests: int, engine: Any, sst2_prompts
     print(f"{remote.client.urls}: max |remote - embedded| = {diff:.3g}")
     assert diff <= TOLERANCE
     np.testing.assert_array_equal(scores.top_token, reference.top_token[:30])
-    assert 0 < remote.client.requests - sent <= most_requests
+    assert remote.client.requests - sent == 30
     assert remote.max_model_len == engine.max_model_len
     assert remote.tokenizer.encode("Review: fine") == engine.tokenizer.encode("Review: fine")
 
 
 def test_remote_reads_equal_the_embedded_engine(server_a, engine, sst2_prompts, reference):
-    """Over one server: each read its own request, then reads batched into
-    shared requests."""
-    check_reads_equal(_remote(server_a, max_batch=1), 30, engine, sst2_prompts, reference)
-    check_reads_equal(_remote(server_a), 29, engine, sst2_prompts, reference)
+    check_reads_equal(_remote(server_a), engine, sst2_prompts, reference)
 
 
 @pytest.mark.full
 def test_reads_over_two_servers_equal_the_embedded_engine(servers, engine, sst2_prompts, reference):
-    """Over two servers (reads batched into shared requests); one engine per
-    server set and options, whatever the order of the URLs."""
+    """Over two servers; one engine per server set and options, whatever the
+    order of the URLs."""
     remote = _remote(*servers)
-    check_reads_equal(remote, 29, engine, sst2_prompts, reference)
+    check_reads_equal(remote, engine, sst2_prompts, reference)
     assert _remote(*reversed(servers)) is remote
 
 
 def test_rejected_read_names_its_item_and_is_not_retried(server_a, sst2_prompts):
-    """The server rejects the batch holding one over-long prompt: its reads go
-    alone, and only that item fails, without retries."""
+    """The server rejects one over-long prompt: only that item fails, without
+    retries, and its neighbours are read."""
     ids, label_ids = sst2_prompts
     remote = _remote(server_a)
     too_long = ids[0] * (remote.max_model_len // len(ids[0]) + 1)
@@ -238,7 +230,7 @@ def test_rejected_read_names_its_item_and_is_not_retried(server_a, sst2_prompts)
     assert info.value.items == (1,)
     assert "rejected" in str(info.value) and "HTTP 400" in str(info.value)
     assert remote.client.retries == retries
-    assert remote.client.requests - sent == 4  # the batch of three, then each read alone
+    assert remote.client.requests - sent == 3  # one per read, none retried
 
 
 # --- the estimator over a server ----------------------------------------------

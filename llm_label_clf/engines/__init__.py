@@ -8,14 +8,14 @@ An ``Engine`` (``handle``) is what the reading code holds: a client with vLLM's
   defaults chosen for the CPU it runs on (``hardware``; ``engine_info``
   tells what was chosen and why);
 - ``remote``: a ``RemoteClient`` (``client``) over one or several vLLM
-  servers, built from a server pool (``_server_pool``), a per-loop batcher
-  (``_batcher``), the retry loop of one read (``_retry``) and the HTTP
-  plumbing (``_transport``, ``_http``), configured by ``RemoteOptions``
-  (``options``), validated once.
+  servers, built from a server pool (``_server_pool``), the retry loop of
+  one read (``_retry``) and the HTTP plumbing (``_transport``, ``_http``),
+  configured by ``RemoteOptions`` (``options``), validated once.
 
 A third way in stands for the embedded engine where loading the model again
-would not do: joblib's worker processes (``n_jobs`` with its process
-backend; ``workers`` decides) read through ``shared``, one vLLM server per
+would not do: joblib's loky worker processes (``n_jobs`` with its default
+process backend; ``workers`` decides, other processes opt in) read through
+``shared``, one vLLM server per
 machine and (model, engine settings) on loopback, started by the first
 worker (``_shared_server``), found through a per-user registry, and retiring
 by itself when idle or when the processes it serves have exited.

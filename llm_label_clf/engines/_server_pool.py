@@ -1,6 +1,12 @@
 """The remote client's servers and their health: which server a read goes to
 (the least busy live one), and how long a failed server stays out of
-rotation. Shared by every event loop that reads, so it holds no loop objects."""
+rotation. Shared by every event loop that reads, so it holds no loop objects.
+
+Kept (not a single URL) because it is what makes ``base_url`` a list: reads
+survive a server's death (``test_remote``: server A SIGKILLed after 30 of
+200 reads, every read still equals the embedded engine's) and spread over
+servers on separate machines. It buys no speed on one machine: two servers
+sharing 2 CPUs gave 18.5 texts/s against 24.5 for one (``bench/remote.py``)."""
 
 from __future__ import annotations
 

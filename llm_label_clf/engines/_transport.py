@@ -1,6 +1,6 @@
-"""One ``/v1/completions`` POST and what its failure means for the reads it
-carried: retry (``Retry``, perhaps on another server), send them one by one
-(``Split``), or give up (``RemoteRequestError``)."""
+"""One ``/v1/completions`` POST and what its failure means for its read:
+retry (``Retry``, perhaps on another server) or give up
+(``RemoteRequestError``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import httpx
 
 from ._http import RemoteRequestError, auth_message, error_text
 
-__all__ = ["RETRY_STATUS", "Retry", "Split", "copy_error", "post_completions"]
+__all__ = ["RETRY_STATUS", "Retry", "post_completions"]
 
 #: Statuses that say "later", not "never": timeout and rate limit.
 RETRY_STATUS = frozenset({408, 429})
@@ -23,10 +23,6 @@ class Retry(Exception):
     def __init__(self, reason: str, *, server_down: bool) -> None:
         super().__init__(reason)
         self.server_down = server_down
-
-
-class Split(Exception):
-    """A server rejected a batch: its reads go alone, so the error names its read."""
 
 
 async def post_completions(
@@ -55,13 +51,3 @@ async def post_completions(
     if status != 200:
         raise RemoteRequestError(f"{url} rejected request {request_id} (HTTP {status}): {error_text(response)}", status)
     return response.json()
-
-
-def copy_error(exc: Exception, n: int) -> Exception:
-    """The error each read of a failed batch of ``n`` raises: its own copy of a
-    retryable one, or ``Split`` when the server rejected several reads."""
-    if isinstance(exc, Retry):
-        return Retry(str(exc), server_down=exc.server_down)
-    if isinstance(exc, RemoteRequestError) and n > 1 and exc.status not in (401, 403):
-        return Split(str(exc))
-    return exc

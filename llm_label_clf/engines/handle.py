@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "finished_engine_processes"]
 
 
 @dataclass
@@ -35,12 +35,23 @@ class Engine:
 
     @property
     def dead(self) -> bool:
-        """True once the client is gone or errored, or (embedded engines) once
-        one of its engine processes has exited, even before vLLM's monitor
-        thread flags it: the registry then starts a fresh one."""
+        """True once the client is gone or errored (vLLM's public
+        ``EngineClient.errored``), or, for embedded engines, once one of its
+        engine processes has exited, even before vLLM's monitor thread sets
+        ``errored`` (``finished_engine_processes``): the registry then starts
+        a fresh one."""
         if self.client is None or bool(getattr(self.client, "errored", False)):
             return True
-        resources = getattr(getattr(self.client, "engine_core", None), "resources", None)
-        manager = getattr(resources, "engine_manager", None)
-        finished = getattr(manager, "finished_procs", None)
-        return bool(finished()) if callable(finished) else False
+        return bool(finished_engine_processes(self.client))
+
+
+def finished_engine_processes(client: Any) -> dict[str, int]:
+    """The exited engine processes of an embedded ``AsyncLLM`` (name -> exit
+    code); empty for other clients. vLLM 0.32 has no public way to list an
+    engine's processes, so this reads its private
+    ``engine_core.resources.engine_manager`` and fails soft (empty) when that
+    is missing or raises."""
+    try:
+        return dict(client.engine_core.resources.engine_manager.finished_procs())
+    except Exception:  # private vLLM internals: absent in remote clients, may change in any release
+        return {}

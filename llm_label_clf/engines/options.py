@@ -18,13 +18,11 @@ DEFAULT_API_KEY_ENV = "VLLM_API_KEY"
 @dataclass(frozen=True)
 class RemoteOptions:
     """How the client talks to vLLM servers: reads in flight per server
-    (``max_concurrency``), prompts per request (``max_batch``; 1 sends each
-    read alone), seconds per request (``timeout_s``), retries per read
+    (``max_concurrency``), seconds per request (``timeout_s``), retries per read
     (``max_retries``), and the environment variable holding the API key
     (``api_key_env``; the key itself is never stored)."""
 
     max_concurrency: int = 32
-    max_batch: int = 16
     timeout_s: float = 60.0
     max_retries: int = 4
     api_key_env: str = DEFAULT_API_KEY_ENV
@@ -32,8 +30,6 @@ class RemoteOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency={self.max_concurrency!r}: must be an int >= 1")
-        if not isinstance(self.max_batch, int) or self.max_batch < 1:
-            raise ValueError(f"max_batch={self.max_batch!r}: must be an int >= 1 (1 sends each read alone)")
         if not isinstance(self.timeout_s, int | float) or not self.timeout_s > 0:
             raise ValueError(f"timeout_s={self.timeout_s!r}: must be a number of seconds > 0")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 
+from ..exceptions import RemoteServerError
 from ..models.builtin import resolve_model
 from ._http import (
     EnvBearerAuth,
     RemoteRequestError,
-    RemoteServerError,
     check_label_reads,
     check_tokenizer,
     normalize_url,
@@ -54,7 +54,6 @@ def get_remote_engine(
     timeout_s: float = RemoteOptions.timeout_s,
     max_retries: int = RemoteOptions.max_retries,
     api_key_env: str = DEFAULT_API_KEY_ENV,
-    max_batch: int = RemoteOptions.max_batch,
 ) -> Engine:
     """The shared client over the vLLM server(s) at ``base_url`` serving ``model``.
 
@@ -82,8 +81,6 @@ def get_remote_engine(
     api_key_env : str, default="VLLM_API_KEY"
         The name of the environment variable holding the API key (read at
         use; the key is never stored, logged or pickled).
-    max_batch : int, default=16
-        Prompts in one ``/v1/completions`` request.
 
     Returns
     -------
@@ -114,7 +111,6 @@ def get_remote_engine(
     urls = _server_urls(base_url)
     options = RemoteOptions(
         max_concurrency=max_concurrency,
-        max_batch=max_batch,
         timeout_s=timeout_s,
         max_retries=max_retries,
         api_key_env=api_key_env,
@@ -178,7 +174,7 @@ def _connect(model: str, urls: list[str], options: RemoteOptions) -> Engine:
     lengths = [card["max_model_len"] for card in cards.values() if card.get("max_model_len")]
     if not lengths:
         raise RemoteServerError(f"the servers {urls} do not report max_model_len: are they vLLM servers?")
-    client = RemoteClient.from_options({url: card["id"] for url, card in cards.items()}, options)
+    client = RemoteClient({url: card["id"] for url, card in cards.items()}, options)
     logger.info("Connected to %s serving %s", urls, model)
     spec = {"base_url": urls, **options.as_dict()}
     return Engine(model=model, options=spec, client=client, tokenizer=tokenizer, max_model_len=min(lengths))

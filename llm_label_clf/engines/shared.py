@@ -1,6 +1,6 @@
 """The shared engine: one vLLM server per machine and (model, engine
-settings), on 127.0.0.1, that joblib's worker processes (``workers``) and
-opted-in processes read through with the remote client, instead of each
+settings), on 127.0.0.1, that joblib's loky worker processes and opted-in
+processes (``workers``) read through with the remote client, instead of each
 loading the model.
 
 A per-machine registry (``LLM_LABEL_CLF_SHARED_DIR``, by default
@@ -13,6 +13,13 @@ needs the shared engine takes the lock, finds a live entry (its pid alive,
 it, adds its owner to the entry, and connects with the remote client. The
 server demands a random API key, kept in the entry (mode 0600) and handed to
 the client through an environment variable of this process.
+
+Waiting for a starting server has no fixed deadline (``wait_for_server``):
+with one (the start-up timeout, 300 s), a worker on a loaded 2-core machine
+gave up and failed its fold (``cross_val_score`` gave a NaN) while the
+server's log already said it had started. A waiting process gives up only
+when the server process has exited or has logged a failure (a traceback),
+quoting the log's tail, or after a safety limit of an hour or more.
 
 Lifetime. The server is detached (its own session, reparented away from the
 worker that started it) and retires by itself, so none is left behind:
@@ -68,6 +75,7 @@ __all__ = [
     "shared_engine",
     "shared_servers",
     "stop_shared_servers",
+    "wait_for_server",
 ]
 
 logger = logging.getLogger(__name__)
@@ -81,6 +89,23 @@ DEFAULT_IDLE_S = 300.0
 #: gets longer than the remote client's default before it counts as failed.
 _REQUEST_TIMEOUT_S = 600.0
 _LOG_TAIL_CHARS = 3000
+#: Text in a starting server's log that means its start failed: a Python
+#: traceback, or vLLM's word that its engine process did not start.
+_FAILURE_MARKERS = (b"Traceback (most recent call last)", b"Engine core initialization failed")
+#: How much of the log's end is scanned for them at each look.
+_SCANNED_BYTES = 1 << 16
+#: How long a server that logged a failure may still take to exit or answer.
+FAILURE_GRACE_S = 30.0
+#: The least time a server that runs, neither answering nor logging a
+#: failure, is waited for (without a limit a hung or SIGSTOPped server would
+#: block every worker for good): an hour, 7x the whole reported run on a
+#: loaded 2-core machine (467 s for 3 folds of 60 texts, server start
+#: included), and at least twice ``LLM_LABEL_CLF_START_TIMEOUT_S``, vLLM's
+#: own limit for its engine start (which ends most hangs first: the server
+#: then logs the error and exits).
+_MIN_SAFETY_LIMIT_S = 3600.0
+#: How often a waiting process says it is still waiting (log, INFO).
+_WAIT_NOTE_S = 60.0
 
 #: Forks once more and execs the server, so that the server is no child of
 #: the process that starts it (joblib kills a worker's process tree on some
@@ -289,15 +314,60 @@ def _live_entry(registry: Registry, name: str) -> dict[str, Any] | None:
     if entry is None:
         return None
     if pid_alive(entry["pid"]):
-        deadline = time.monotonic() + start_timeout_s()
-        while time.monotonic() < deadline and pid_alive(entry["pid"]):
-            if _healthy(entry["url"]):
-                return entry
-            time.sleep(0.5)
+        if wait_for_server(entry) is None:
+            return entry
         _stop(entry["pid"])
     logger.info("Removing the entry of shared server %s (pid %s): it is gone", entry.get("url"), entry.get("pid"))
     registry.remove(name)
     return None
+
+
+def _logged_failure(log: Path) -> bool:
+    """Whether the end of a server's log shows one of ``_FAILURE_MARKERS``."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - _SCANNED_BYTES))
+            end = handle.read()
+    except OSError:
+        return False
+    return any(marker in end for marker in _FAILURE_MARKERS)
+
+
+def wait_for_server(entry: Mapping[str, Any], *, failure_grace_s: float = FAILURE_GRACE_S) -> str | None:
+    """Waits for the server of ``entry`` (its ``pid``, ``url`` and ``log``)
+    while it runs and is still starting, however long that takes on a loaded
+    machine; None once it answers, else why it never will: it exited, it
+    logged a failure and did not answer within ``failure_grace_s``, or it ran
+    past the safety limit (an hour at least)."""
+    pid, url = entry["pid"], entry["url"]
+    log = Path(entry.get("log") or os.devnull)
+    limit = max(_MIN_SAFETY_LIMIT_S, 2.0 * start_timeout_s())
+    began = time.monotonic()
+    failed_at: float | None = None
+    note_at = began + _WAIT_NOTE_S
+    while True:
+        if _healthy(url):
+            return None
+        if not pid_alive(pid):
+            return "exited"
+        now = time.monotonic()
+        if failed_at is None and _logged_failure(log):
+            failed_at = now
+        if failed_at is not None and now - failed_at > failure_grace_s:
+            return "logged a failure"
+        if now - began > limit:
+            return f"neither answered nor logged a failure in {limit:.0f} s (safety limit)"
+        if now >= note_at:
+            logger.info("Still waiting for the shared vLLM server %s (pid %d) to start: %.0f s", url, pid, now - began)
+            note_at += _WAIT_NOTE_S
+        time.sleep(0.5)
+
+
+def _log_tail(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")[-_LOG_TAIL_CHARS:]
+    except OSError as exc:
+        return f"(cannot read {log}: {exc})"
 
 
 def _start_server(registry: Registry, name: str, model: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -350,20 +420,15 @@ def _start_server(registry: Registry, name: str, model: str, settings: dict[str,
         "api_key": api_key,
     }
     registry.write(name, entry)
-    deadline = began + start_timeout_s()
-    while time.monotonic() < deadline and pid_alive(pid):
-        if _healthy(entry["url"]):
-            logger.info("Shared vLLM server %s ready in %.0f s", entry["url"], time.monotonic() - began)
-            return entry
-        time.sleep(0.5)
-    status = "did not answer in time" if pid_alive(pid) else "exited"
+    why = wait_for_server(entry)
+    if why is None:
+        logger.info("Shared vLLM server %s ready in %.0f s", entry["url"], time.monotonic() - began)
+        return entry
     _stop(pid)
     registry.remove(name)
-    try:
-        tail = log.read_text(errors="replace")[-_LOG_TAIL_CHARS:]
-    except OSError as exc:
-        tail = f"(cannot read {log}: {exc})"
-    raise RuntimeError(f"the shared vLLM server for {model!r} ({path}) {status}; its log {log}:\n{tail}")
+    raise RuntimeError(
+        f"the shared vLLM server for {model!r} ({path}) {why}; the end of its log {log}:\n{_log_tail(log)}"
+    )
 
 
 def _free_port() -> int:

@@ -7,17 +7,26 @@ on a GPU (the first engine takes 90% of its memory), and an engine started
 in a loky worker did not start at all: vLLM's spawned engine process was told
 to use the worker's start method, ``'loky'``, which only loky knows.
 
-So by default a worker process (any ``multiprocessing`` child, loky's
-included: ``multiprocessing.parent_process()`` is set there) starts no
-engine: it reads through the machine's shared server for its (model,
-settings) (``shared``), which the first worker starts. Environment
-variables change that:
+So by default a loky worker process (its ``multiprocessing.current_process()``
+is loky's ``LokyProcess``, from joblib's vendored loky or loky itself) starts
+no engine: it reads through the machine's shared server for its (model,
+settings) (``shared``), which the first worker starts. Any other process,
+other ``multiprocessing`` children included (a ``multiprocessing.Pool``'s,
+joblib's ``'multiprocessing'`` backend's, Dask's), starts its own embedded
+engine unless it opts in. Environment variables change that:
 
-- ``LLM_LABEL_CLF_WORKER_ENGINE=own``: each worker starts its own embedded
-  engine (fast to reach, but one model load per worker); engine processes
-  are then spawned with a start method they know (``spawnable_start_method``);
+- ``LLM_LABEL_CLF_WORKER_ENGINE=shared``: any ``multiprocessing`` child reads
+  through the shared server (the opt-in for non-loky workers; the server is
+  kept for the child's parent);
+- ``LLM_LABEL_CLF_WORKER_ENGINE=own``: each loky worker starts its own
+  embedded engine too (fast to reach, but one model load per worker); engine
+  processes are then spawned with a start method they know
+  (``spawnable_start_method``);
 - ``LLM_LABEL_CLF_SHARED_ENGINE=1``: this process reads through the shared
-  server too, worker or not (several notebooks sharing one model load).
+  server, worker or not (several notebooks sharing one model load).
+
+A daemonic child (a ``multiprocessing.Pool``'s) cannot start vLLM's engine
+processes: there ``own`` raises an error that names the opt-in.
 """
 
 from __future__ import annotations
@@ -25,39 +34,59 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.util
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = [
     "SHARED_ENGINE_ENV",
     "WORKER_ENGINE_ENV",
+    "in_loky_worker",
     "in_worker_process",
     "run_before_children_are_joined",
     "spawnable_start_method",
     "uses_shared_engine",
 ]
 
-#: ``shared`` (the default): worker processes read through the shared server;
-#: ``own``: each worker starts its own embedded engine.
+#: ``shared``: worker processes read through the shared server (the default
+#: in loky workers); ``own``: each starts its own engine (the default elsewhere).
 WORKER_ENGINE_ENV = "LLM_LABEL_CLF_WORKER_ENGINE"
 WORKER_ENGINE_MODES = ("own", "shared")
 #: ``1``: this process reads through the shared server, worker or not.
 SHARED_ENGINE_ENV = "LLM_LABEL_CLF_SHARED_ENGINE"
 #: Start methods every fresh interpreter knows (loky's ``'loky'`` is not one).
 _STANDARD_START_METHODS = ("fork", "forkserver", "spawn")
+#: Where ``LokyProcess`` lives: joblib's vendored copy of loky, and loky itself.
+_LOKY_PROCESS_MODULES = ("joblib.externals.loky.backend.process", "loky.backend.process")
 _before_join: set[Callable[[], None]] = set()
 
 
 def in_worker_process() -> bool:
     """True in a process started by ``multiprocessing`` or loky (joblib's
-    worker processes, a ``multiprocessing.Pool``'s)."""
+    worker processes, a ``multiprocessing.Pool``'s, Dask's)."""
     return multiprocessing.parent_process() is not None
 
 
+def in_loky_worker() -> bool:
+    """True in a loky worker process (joblib's default process backend): its
+    process object is a ``LokyProcess``. Checked only against modules already
+    imported (a loky worker has imported its own), so it imports nothing."""
+    process = multiprocessing.current_process()
+    for name in _LOKY_PROCESS_MODULES:
+        module = sys.modules.get(name)
+        loky_process = getattr(module, "LokyProcess", None)
+        if loky_process is not None and isinstance(process, loky_process):
+            return True
+    return False
+
+
 def worker_engine_mode() -> str:
-    """``LLM_LABEL_CLF_WORKER_ENGINE``: ``shared`` (the default) or ``own``;
-    raises ValueError naming the variable for any other value."""
-    mode = os.environ.get(WORKER_ENGINE_ENV, "").strip().lower() or "shared"
+    """``LLM_LABEL_CLF_WORKER_ENGINE``: ``shared`` or ``own``; unset, ``shared``
+    in a loky worker and ``own`` elsewhere. Raises ValueError naming the
+    variable for any other value."""
+    mode = os.environ.get(WORKER_ENGINE_ENV, "").strip().lower()
+    if not mode:
+        return "shared" if in_loky_worker() else "own"
     if mode not in WORKER_ENGINE_MODES:
         raise ValueError(f"{WORKER_ENGINE_ENV}={mode!r}: expected one of {list(WORKER_ENGINE_MODES)}")
     return mode
@@ -65,20 +94,25 @@ def worker_engine_mode() -> str:
 
 def uses_shared_engine() -> bool:
     """Whether this process reads through the shared server instead of
-    starting an embedded engine: a worker process unless
-    ``LLM_LABEL_CLF_WORKER_ENGINE=own``, or any process that sets
+    starting an embedded engine: a loky worker unless
+    ``LLM_LABEL_CLF_WORKER_ENGINE=own``, another ``multiprocessing`` child
+    only with ``LLM_LABEL_CLF_WORKER_ENGINE=shared``, any process with
     ``LLM_LABEL_CLF_SHARED_ENGINE=1``. Raises ValueError for another value of
-    the variable, and RuntimeError for ``own`` in a daemonic worker (a
-    ``multiprocessing.Pool``'s), which cannot start engine processes."""
+    the variable, and RuntimeError where this process would start an engine
+    but is a daemonic worker (a ``multiprocessing.Pool``'s), which cannot
+    start vLLM's engine processes."""
     if os.environ.get(SHARED_ENGINE_ENV, "").strip().lower() in ("1", "true", "yes"):
         return True
-    if not in_worker_process() or worker_engine_mode() == "shared":
-        return in_worker_process()
+    if not in_worker_process():
+        return False
+    if worker_engine_mode() == "shared":
+        return True
     if multiprocessing.current_process().daemon:
         raise RuntimeError(
-            f"{WORKER_ENGINE_ENV}=own, but this worker process is daemonic (a multiprocessing.Pool's, "
-            "or joblib's 'multiprocessing' backend) and cannot start vLLM's engine processes: leave "
-            f"{WORKER_ENGINE_ENV} unset to read through the shared server, or use joblib's loky backend"
+            "this worker process is daemonic (a multiprocessing.Pool's, or joblib's 'multiprocessing' "
+            "backend) and cannot start vLLM's engine processes: set "
+            f"{WORKER_ENGINE_ENV}=shared in its environment to read through the machine's shared "
+            "server, or use joblib's loky backend (its workers read through that server by default)"
         )
     return False
 
