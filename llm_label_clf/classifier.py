@@ -422,9 +422,6 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
 
     # ----------------------------------------------------------- prediction
 
-    def _is_joint(self) -> bool:
-        return "joint_token_ids_" in vars(self)
-
     def _kind(self) -> str:
         """"single", "multioutput" or "multilabel" (raises NotFittedError before fit)."""
         check_is_fitted(self, ["classes_", "plans_"])
@@ -436,12 +433,6 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         return read_plans(
             self.plans_, as_records(X), self._engine(), batch_size=self.batch_size, progress=self.progress
         )
-
-    async def _aread(self, X: Any) -> list[ClassReads]:
-        check_is_fitted(self, ["classes_", "plans_"])
-        records = as_records(X)
-        engine = await asyncio.get_running_loop().run_in_executor(None, self._engine)
-        return await aread_plans(self.plans_, records, engine, batch_size=self.batch_size, progress=self.progress)
 
     def log_proba_from_reads(self, reads: list[ClassReads]) -> list[np.ndarray]:
         """Per output, log-probabilities from reads of ``plans_``.
@@ -507,7 +498,11 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         """``predict_proba`` for callers already inside an event loop: it does
         not block that loop while the engine works, and gives the same reads
         and the same numbers."""
-        return self._result("predict_proba", await self._aread(X))
+        check_is_fitted(self, ["classes_", "plans_"])
+        records = as_records(X)
+        engine = await asyncio.get_running_loop().run_in_executor(None, self._engine)
+        reads = await aread_plans(self.plans_, records, engine, batch_size=self.batch_size, progress=self.progress)
+        return self._result("predict_proba", reads)
 
     def predict(self, X: Any) -> np.ndarray:
         """The most probable class of each text.
@@ -615,7 +610,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
             output ``j`` (a joint read has no label mass to show).
         """
         if self._kind() != "single":
-            if self._is_joint():
+            if "joint_token_ids_" in vars(self):  # a joint read
                 raise ValueError(
                     f"diagnose reads one output; this estimator reads {self.n_outputs_} jointly, where the "
                     "label mass is always 1: diagnose a multioutput_read='separate' fit (clf.estimators_[j])"

@@ -155,7 +155,7 @@ async def next_token_label_reads(
         for task in tasks:
             task.cancel()
         raise
-    _raise_failed(results)
+    _raise_failed([(i, r) for i, r in enumerate(results) if isinstance(r, BaseException)])
     reads: list[LabelRead] = []
     failed: list[tuple[int, BaseException]] = []
     for i, (result, params) in enumerate(zip(results, sampling_params, strict=True)):
@@ -165,20 +165,12 @@ async def next_token_label_reads(
             failed.append((i, exc))
     if len(failed) == 1:
         raise failed[0][1]
-    _raise_failed(_placed(failed, len(results)))  # no-op when nothing failed
+    _raise_failed(failed)  # no-op when nothing failed
     return reads
 
 
-def _placed(failed: Sequence[tuple[int, BaseException]], n: int) -> list[Any]:
-    """Errors at their item positions, None elsewhere (for ``_raise_failed``)."""
-    placed: list[Any] = [None] * n
-    for i, exc in failed:
-        placed[i] = exc
-    return placed
-
-
-def _raise_failed(results: Sequence[Any]) -> None:
-    failed = [(i, r) for i, r in enumerate(results) if isinstance(r, BaseException)]
+def _raise_failed(failed: Sequence[tuple[int, BaseException]]) -> None:
+    """One ``GenerationError`` for the failed items (in item order), naming the first."""
     if not failed:
         return
     items = [i for i, _ in failed]

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from .engines.shared import free_port, log_tail
 
 __all__ = ["DATASETS_ENV", "Server", "datasets_dir", "free_port", "vllm_server"]
 
@@ -26,8 +27,6 @@ DATASETS_ENV = "LLM_LABEL_CLF_DATASETS"
 _DATASETS_MARKER = "sst2_dev.csv"
 #: KV cache of a test server: 1 GiB, as the embedded engine's CPU default.
 _KV_CACHE_BYTES = 1 << 30
-#: How much of the server's log an error quotes.
-_LOG_TAIL_CHARS = 3000
 
 
 def datasets_dir() -> Path:
@@ -46,13 +45,6 @@ def datasets_dir() -> Path:
     return folder
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Server:
     """A vLLM OpenAI server started by :func:`vllm_server`, in a process group
     of its own (so that signalling the group reaches its engine process too)."""
@@ -69,12 +61,6 @@ class Server:
 
     def __repr__(self) -> str:
         return f"Server(url={self.url!r}, pid={self.proc.pid}, returncode={self.proc.returncode})"
-
-    def log_tail(self, chars: int = _LOG_TAIL_CHARS) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError as exc:
-            return f"(cannot read {self.log_path}: {exc})"
 
     def wait_healthy(self) -> float:
         """Waits until ``/health`` answers 200 and returns the seconds since
@@ -95,7 +81,7 @@ class Server:
         status = "timed out" if self.proc.poll() is None else f"exited with {self.proc.returncode}"
         self.stop()
         raise RuntimeError(
-            f"vLLM server {self.url} did not become healthy ({status}); log {self.log_path}:\n{self.log_tail()}"
+            f"vLLM server {self.url} did not become healthy ({status}); log {self.log_path}:\n{log_tail(self.log_path)}"
         )
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20) -> None:

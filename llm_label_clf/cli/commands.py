@@ -155,15 +155,20 @@ def _read_train(args: argparse.Namespace, fields: dict[str, str]) -> _Train | No
     return _Train(X, y, args.train)
 
 
-def _check_train_classes(labels: list[str], train: _Train, args: argparse.Namespace) -> None:
-    """The classes come from ``--train``'s labels: they must be ``labels``, each one present."""
-    present = set(train.y.tolist())
-    unknown = sorted(present - set(labels))
+def _check_known(labels: list[str], gold: Any, path: str, args: argparse.Namespace) -> None:
+    """Raises UsageError naming the labels of ``path``'s label column that are not ``labels``."""
+    unknown = sorted(set(gold.tolist()) - set(labels))
     if unknown:
         raise UsageError(
-            f"{train.path}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
+            f"{path}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
             f"that are not in --labels {args.labels!r}"
         )
+
+
+def _check_train_classes(labels: list[str], train: _Train, args: argparse.Namespace) -> None:
+    """The classes come from ``--train``'s labels: they must be ``labels``, each one present."""
+    _check_known(labels, train.y, train.path, args)
+    present = set(train.y.tolist())
     missing = [label for label in labels if label not in present]
     if missing:
         raise UsageError(
@@ -323,12 +328,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             )
     else:
         labels = given
-        unknown = sorted(set(gold) - set(labels))
-        if unknown:
-            raise UsageError(
-                f"{args.input}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
-                f"that are not in --labels {args.labels!r}"
-            )
+        _check_known(labels, gold, args.input, args)
     if train is not None:
         _check_train_classes(labels, train, args)
     X = _prompt_inputs(used, cells, fields, args.input)
@@ -406,16 +406,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except UsageError as exc:
+    except (UsageError, EngineFailure) as exc:
         print(f"llm-label-clf {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except EngineFailure as exc:
-        print(f"llm-label-clf {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_ENGINE
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ENGINE
     except KeyboardInterrupt:
         print(f"llm-label-clf {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,22 +15,10 @@ __all__ = ["OPTION_OF", "cli_hint", "engine_hint"]
 
 #: Estimator parameters the command line sets, and the option that sets each.
 OPTION_OF = {
-    "model": "--model",
-    "engine_options": "--engine-option",
-    "labels": "--labels",
-    "label_mode": "--label-mode",
-    "length_norm": "--length-norm",
-    "prompt": "--prompt",
-    "instructions": "--instructions",
-    "chat": "--chat",
-    "random_state": "--random-state",
-    "batch_size": "--batch-size",
-    "low_mass": "--low-mass",
-    "low_mass_threshold": "--low-mass-threshold",
-    "too_long": "--too-long",
-    "few_shot": "--few-shot",
-    "calibration": "--calibration",
-}
+    name: "--" + name.replace("_", "-")
+    for name in ("model", "labels", "label_mode", "length_norm", "prompt", "instructions", "chat", "random_state",
+                 "batch_size", "low_mass", "low_mass_threshold", "too_long", "few_shot", "calibration")
+} | {"engine_options": "--engine-option"}
 
 
 _QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""

@@ -1,14 +1,15 @@
 """The options of ``classify`` and ``evaluate``: their parser (defaults and
-choices taken from the estimator and ``_params``, not repeated), the values
+choices taken from the estimator and ``fitting.params``, not repeated), the values
 that need parsing (``--engine-option KEY=VALUE``, ``--engine-options FILE``,
 ``--sep``), and the estimator's keyword arguments from the parsed options.
-``_cli_hints`` speaks of the same options when it rewrites the estimator's hints."""
+``hints`` speaks of the same options when it rewrites the estimator's hints."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,19 @@ __all__ = [
     "unescape",
 ]
 
-# Parameters whose values ``_params`` checks inline (no constant to import);
-# tests/test_cli.py checks them against ``_params.PARAMETERS`` and the
+# Parameters whose values ``fitting.params`` checks inline (no constant to import);
+# tests/test_cli.py checks them against ``PARAMETERS`` and the
 # estimator's docstring, so a new value there fails a test here.
 LENGTH_NORMS = (None, "token", "char")
 LOW_MASS = ("warn", "raise", "ignore")
 TOO_LONG = ("truncate", "raise")
 #: What ``--bad-rows`` does with a row whose text (or, evaluating, label) is missing or blank.
 BAD_ROWS = ("error", "skip", "keep")
+#: The estimator parameters whose options are passed on as parsed.
+_AS_PARSED = (
+    "model", "prompt", "instructions", "chat", "label_mode", "prune_margin", "few_shot", "random_state",
+    "batch_size", "low_mass", "low_mass_threshold", "too_long",
+)  # fmt: skip
 
 # ------------------------------------------------------------ values
 
@@ -54,37 +60,25 @@ def _chat(value: str) -> bool | str:
     return choices[value.lower()]
 
 
-def _integer(minimum: int) -> Any:
-    def parse(value: str) -> int:
+def _number(kind: type, ok: Callable[[Any], bool], what: str) -> Any:
+    """A parser of ``kind`` numbers that pass ``ok``; ``what`` describes them in the error."""
+
+    def parse(value: str) -> Any:
         try:
-            number = int(value)
+            number = kind(value)
         except ValueError:
-            number = minimum - 1
-        if number < minimum:
-            what = "a positive integer" if minimum == 1 else "a non-negative integer"
+            number = None
+        if number is None or not ok(number):
             raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
         return number
 
     return parse
 
 
-def _real_below(high: float, what: str) -> Any:
-    """A parser of numbers in [0, ``high``); ``what`` describes them in the error."""
-
-    def parse(value: str) -> float:
-        try:
-            number = float(value)
-        except ValueError:
-            number = -1.0
-        if not 0 <= number < high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not {what}")
-        return number
-
-    return parse
-
-
-_probability = _real_below(1.0, "a number in [0, 1)")
-_nats = _real_below(float("inf"), "a finite number of nats >= 0")
+_positive = _number(int, lambda n: n >= 1, "a positive integer")
+_count = _number(int, lambda n: n >= 0, "a non-negative integer")
+_probability = _number(float, lambda p: 0 <= p < 1, "a number in [0, 1)")
+_nats = _number(float, lambda x: 0 <= x < float("inf"), "a finite number of nats >= 0")
 
 
 def _separator(value: str) -> str:
@@ -162,23 +156,13 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def estimator_params(args: argparse.Namespace, options: dict[str, Any] | None) -> dict[str, Any]:
     """``LLMLabelClassifier``'s keyword arguments from the options (all but ``labels``)."""
+    params = {name: getattr(args, name) for name in _AS_PARSED}
     return {
-        "model": args.model,
+        **params,
         "engine_options": options,
-        "prompt": args.prompt,
-        "instructions": args.instructions,
-        "chat": args.chat,
-        "label_mode": args.label_mode,
         "length_norm": _none(args.length_norm),
-        "prune_margin": args.prune_margin,
-        "few_shot": args.few_shot,
         "calibration": _none(args.calibration),
-        "random_state": args.random_state,
-        "batch_size": args.batch_size,
         "progress": not args.no_progress,
-        "low_mass": args.low_mass,
-        "low_mass_threshold": args.low_mass_threshold,
-        "too_long": args.too_long,
     }
 
 
@@ -198,14 +182,22 @@ def needs_labels(args: argparse.Namespace) -> list[str]:
 
 def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> None:
     """The options of ``classify`` and ``evaluate``, in groups; defaults and
-    choices come from ``LLMLabelClassifier`` and the constants of ``_params``."""
+    choices come from ``LLMLabelClassifier`` and the constants of ``fitting.params``."""
     from ..classifier import LLMLabelClassifier
     from ..fitting.calibration import CALIBRATIONS
     from ..fitting.params import LABEL_MODES
     from ..reading.prompts import DEFAULT_PROMPT
 
     default = LLMLabelClassifier().get_params()
-    calibrations = [_label(c) for c in CALIBRATIONS]
+
+    def option(group: Any, flag: str, help: str, shown: str | None = None, **kwargs: Any) -> None:
+        """An option defaulting to the estimator's value (None typed as 'none'), said after ``help``
+        (or ``shown``, what it means)."""
+        value = default[flag[2:].replace("-", "_")]
+        value = _label(value) if "choices" in kwargs else value
+        if shown is None:
+            shown = f"{value:g}" if isinstance(value, float) else value
+        group.add_argument(flag, default=value, help=f"{help} (default: {shown})", **kwargs)
 
     data = command.add_argument_group("input and output")
     data.add_argument(
@@ -259,12 +251,7 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
     model.add_argument(
         "--engine-options", default=None, metavar="FILE", help="vLLM engine arguments from a JSON or TOML mapping"
     )
-    model.add_argument(
-        "--batch-size",
-        type=_integer(1),
-        default=default["batch_size"],
-        help=f"texts per engine call (default {default['batch_size']})",
-    )
+    option(model, "--batch-size", "texts per engine call", type=_positive)
     model.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     prompt = command.add_argument_group("prompt and reading")
@@ -276,37 +263,36 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
         f"{{field}} the column of that name; \\n is a line break (default: {DEFAULT_PROMPT!r})",
     )
     prompt.add_argument("--instructions", default=None, type=unescape, help="a line put before the prompt")
-    prompt.add_argument(
-        "--chat", type=_chat, default=default["chat"], help="true, false or auto: use the chat template"
-    )
-    prompt.add_argument(
+    chat = "true, false or auto: use the chat template"
+    option(prompt, "--chat", chat, shown=str(default["chat"]).lower(), type=_chat)
+    option(
+        prompt,
         "--label-mode",
+        "how a class is scored: its label's first token, its whole label, or lettered options listed in the "
+        "prompt; auto picks first_token when every label is one token",
         choices=LABEL_MODES,
-        default=default["label_mode"],
-        help="how a class is scored: its label's first token, its whole label, or lettered options listed "
-        f"in the prompt; auto picks first_token when every label is one token (default: {default['label_mode']})",
     )
-    prompt.add_argument(
+    option(
+        prompt,
         "--length-norm",
+        "divide each label's logprob by its length in tokens or characters",
         choices=[_label(n) for n in LENGTH_NORMS],
-        default=_label(default["length_norm"]),
-        help="divide each label's logprob by its length in tokens or characters "
-        f"(default: {_label(default['length_norm'])})",
     )
-    prompt.add_argument(
+    option(
+        prompt,
         "--prune-margin",
+        "many multi-token labels: read only the label prefixes within NATS of the best label "
+        "(predictions exact, small probabilities approximate)",
+        shown="read every prefix",
         type=_nats,
-        default=default["prune_margin"],
         metavar="NATS",
-        help="many multi-token labels: read only the label prefixes within NATS of the best label "
-        "(predictions exact, small probabilities approximate); default: read every prefix",
     )
-    prompt.add_argument(
+    option(
+        prompt,
         "--too-long",
+        "a prompt longer than the model reads: cut the text's end with a warning, or stop with an error "
+        "naming the row",
         choices=TOO_LONG,
-        default=default["too_long"],
-        help="a prompt longer than the model reads: cut the text's end with a warning, or stop with "
-        f"an error naming the row (default: {default['too_long']})",
     )
 
     learning = command.add_argument_group("labelled data: few-shot and calibration")
@@ -318,43 +304,22 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
         "must all be good): needed by --few-shot and --calibration learned"
         + ("; IN's labels are only scored, never learned from" if evaluate else ""),
     )
-    learning.add_argument(
-        "--few-shot",
-        type=_integer(0),
-        default=default["few_shot"],
-        metavar="N",
-        help=f"labelled examples per class from --train, written before every text (default: {default['few_shot']})",
-    )
-    learning.add_argument(
+    few_shot = "labelled examples per class from --train, written before every text"
+    option(learning, "--few-shot", few_shot, type=_count, metavar="N")
+    option(
+        learning,
         "--calibration",
-        choices=calibrations,
-        default=_label(default["calibration"]),
-        help="remove the model's label bias: contextual (content-free inputs), batch (the texts' mean), "
-        f"learned (a logistic regression on --train) (default: {_label(default['calibration'])})",
+        "remove the model's label bias: contextual (content-free inputs), batch (the texts' mean), "
+        "learned (a logistic regression on --train)",
+        choices=[_label(c) for c in CALIBRATIONS],
     )
-    learning.add_argument(
-        "--random-state",
-        type=_integer(0),
-        default=default["random_state"],
-        metavar="N",
-        help="seed for drawing few-shot examples and calibration folds (default: a fresh draw each run)",
-    )
+    seed = "seed for drawing few-shot examples and calibration folds"
+    option(learning, "--random-state", seed, shown="a fresh draw each run", type=_count, metavar="N")
 
     checks = command.add_argument_group("checks")
-    checks.add_argument(
-        "--low-mass",
-        choices=LOW_MASS,
-        default=default["low_mass"],
-        help="when the labels' total probability for a text is below --low-mass-threshold "
-        f"(default: {default['low_mass']})",
-    )
-    checks.add_argument(
-        "--low-mass-threshold",
-        type=_probability,
-        default=default["low_mass_threshold"],
-        metavar="P",
-        help=f"see --low-mass (default: {default['low_mass_threshold']:g})",
-    )
+    low_mass = "when the labels' total probability for a text is below --low-mass-threshold"
+    option(checks, "--low-mass", low_mass, choices=LOW_MASS)
+    option(checks, "--low-mass-threshold", "see --low-mass", type=_probability, metavar="P")
 
 
 def _label(value: str | None) -> str:

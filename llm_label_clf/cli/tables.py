@@ -77,9 +77,7 @@ def format_of(path: str, role: str, sep: str | None = None) -> str:
 def delimiter(fmt: str, sep: str | None) -> str:
     """The field separator of delimited text: ``sep`` when given, else a tab
     for TSV and a comma for CSV."""
-    if sep is not None:
-        return sep
-    return "\t" if fmt == "tsv" else ","
+    return sep if sep is not None else ("\t" if fmt == "tsv" else ",")
 
 
 def _need_pyarrow(path: str) -> None:

@@ -69,9 +69,7 @@ def as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series |
             f"input column(s) {missing} not in the data, whose columns are "
             f"{[str(c) for c in batch.columns]}: set input_columns to the text column(s)"
         )
-    if isinstance(input_columns, str):
-        return batch[input_columns].reset_index(drop=True)
-    return batch[wanted].reset_index(drop=True)
+    return (batch[input_columns] if isinstance(input_columns, str) else batch[wanted]).reset_index(drop=True)
 
 
 def _describe(
@@ -92,24 +90,6 @@ def _describe(
     if len(items) > 1:
         words += f" and items {items[1:21]} of that batch"
     return words + " (pass id_column= to name rows by their ids)", items
-
-
-def _renamed(
-    exc: GenerationError | InvalidInputError,
-    method: str,
-    batch: pd.DataFrame,
-    id_column: str | None,
-    x: Any,
-    by_index: bool,
-) -> Exception | None:
-    """``exc`` re-made to name the dataset's rows, or None when it names none."""
-    items = [i for i in exc.items if 0 <= i < len(batch)]
-    if not items:
-        return None
-    where, ids = _describe(batch, items, id_column, x, by_index)
-    message = f"{method} failed on {where}: {exc}"
-    new = type(exc)(message, ids)  # items: the rows' ids (or batch positions)
-    return new
 
 
 def score_batch(
@@ -135,11 +115,12 @@ def score_batch(
         for method in calls(methods):
             try:
                 results[method] = getattr(estimator, method)(x) if len(batch) else None
-            except (InvalidInputError, GenerationError) as exc:
-                renamed = _renamed(exc, method, batch, id_column, x, by_index)
-                if renamed is None:
+            except (InvalidInputError, GenerationError) as exc:  # re-made to name the dataset's rows
+                items = [i for i in exc.items if 0 <= i < len(batch)]
+                if not items:
                     raise
-                raise renamed from exc
+                where, ids = _describe(batch, items, id_column, x, by_index)
+                raise type(exc)(f"{method} failed on {where}: {exc}", ids) from exc  # items: the rows' ids
     scores = output_frame(estimator, methods, results if len(batch) else None, len(batch), index=batch.index)
     check_collisions(batch.columns, scores.columns)
     return pd.concat([batch, scores], axis=1)

@@ -66,9 +66,7 @@ def _blocks(estimator: Any, method: str, result: Any, n: int) -> list[tuple[list
     """One method's result as (names, 2-D values, dtype) blocks. ``result`` None
     stands for an empty batch (``meta``): zero rows of the right columns."""
     kind = output_kind(estimator)
-    outputs = [estimator.classes_] if kind == "single" else list(estimator.classes_)
-    if kind == "multilabel":
-        outputs = [np.asarray(estimator.classes_)]
+    outputs = list(estimator.classes_) if kind == "multioutput" else [np.asarray(estimator.classes_)]
     float_ = np.dtype(np.float64)
     if method == "transform":
         names = [str(c) for c in estimator.get_feature_names_out()]
@@ -76,10 +74,7 @@ def _blocks(estimator: Any, method: str, result: Any, n: int) -> list[tuple[list
         return [(names, values.reshape(n, len(names)), float_)]
     if method in _PROBA or method == "decision_function":
         prefix = _PROBA.get(method, "decision")
-        if kind == "multioutput":
-            parts = [None] * len(outputs) if result is None else list(result)
-        else:
-            parts = [result]
+        parts = ([None] * len(outputs) if result is None else list(result)) if kind == "multioutput" else [result]
         blocks = []
         for j, (classes, part) in enumerate(zip(outputs, parts, strict=True)):
             output = j if kind == "multioutput" else None
@@ -97,10 +92,7 @@ def _blocks(estimator: Any, method: str, result: Any, n: int) -> list[tuple[list
     blocks = []
     for j, classes in enumerate(outputs):
         name = "predicted" if kind == "single" else f"predicted_{j}"
-        if result is None:
-            column = classes[:0]
-        else:
-            column = np.asarray(result) if kind == "single" else np.asarray(result)[:, j]
+        column = classes[:0] if result is None else np.asarray(result) if kind == "single" else np.asarray(result)[:, j]
         blocks.append(([name], np.asarray(column, dtype=classes.dtype).reshape(n, 1), _class_dtype(classes)))
     return blocks
 
@@ -111,14 +103,10 @@ def _with_predicted(estimator: Any, methods: Sequence[str], results: Mapping[str
     out = dict(results)
     if "predict" not in out:
         source = next((m for m in _PROBA if m in out), None)
-        if source is not None:
-            if out[source] is None:
-                out["predict"] = None
-            else:  # no second read: the argmax (multi-label: P >= threshold) of what was read
-                threshold = getattr(estimator, "threshold", 0.5)
-                log = source == "predict_log_proba"
-                out["predict"] = predicted_from(output_kind(estimator), out[source], estimator.classes_, threshold,
-                                                log=log)
+        if source is not None:  # no second read: the argmax (multi-label: P >= threshold) of what was read
+            threshold, log = getattr(estimator, "threshold", 0.5), source == "predict_log_proba"
+            kind, result, classes = output_kind(estimator), out[source], estimator.classes_
+            out["predict"] = None if result is None else predicted_from(kind, result, classes, threshold, log=log)
     return out
 
 

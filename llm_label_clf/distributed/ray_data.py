@@ -168,14 +168,10 @@ def score_ray_dataset(
     resources = {k: v for k, v in {"num_cpus": num_cpus, "num_gpus": num_gpus}.items() if v is not None}
     if not isinstance(dataset, ray.data.Dataset):
         raise ValueError(f"dataset must be a ray.data.Dataset, got {type(dataset).__name__}")
+    actor = {"estimator": estimator, "methods": methods, "input_columns": input_columns, "id_column": id_column}
     return dataset.map_batches(
         EstimatorActor,
-        fn_constructor_kwargs={
-            "estimator": estimator,
-            "methods": methods,
-            "input_columns": input_columns,
-            "id_column": id_column,
-        },
+        fn_constructor_kwargs=actor,
         compute=_compute(concurrency),
         batch_size=batch_size,
         batch_format="pandas",

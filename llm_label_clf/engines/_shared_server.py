@@ -120,7 +120,7 @@ class _Watchdog:
         print(f"shared server retiring ({time.strftime('%H:%M:%S')})", flush=True)
         os.kill(os.getpid(), signal.SIGTERM)  # vLLM's graceful shutdown
         time.sleep(SHUTDOWN_GRACE_S)
-        self._exit_now()
+        os._exit(1)
 
     def _should_retire(self) -> bool:
         entry = self.registry.read(self.name)
@@ -147,10 +147,6 @@ class _Watchdog:
             if entry is not None and entry.get("pid") == os.getpid():
                 self.registry.remove(self.name)
         return True
-
-    @staticmethod
-    def _exit_now() -> None:
-        os._exit(1)
 
 
 def _arguments(spec: dict[str, Any]) -> Any:
@@ -186,7 +182,6 @@ def serve(spec: dict[str, Any]) -> None:
     from .environment import engine_process_environment, prepare_environment
 
     prepare_environment()
-    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     with engine_process_environment(), own_process_group():
         import warnings
 

@@ -15,7 +15,6 @@ import gc
 import json
 import logging
 import os
-import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from typing import Any
 from ..models.builtin import DEFAULT_MODEL, resolve_model
 from ..models.source import check_model_source
 from ._processes import own_process_group
+from ._registry import EngineRegistry
 from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_environment, prepare_environment
 from .handle import Engine
 from .hardware import DTYPE_ENV, choose_cpu_dtype, cpu_info
@@ -56,8 +56,8 @@ CPU_BLOCK_SIZE = 32
 #: suite and a notebook comparing engine options start several).
 GPU_MEMORY_ENV = "LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION"
 
-_registry: dict[str, Engine] = {}
-_registry_lock = threading.Lock()
+#: The engines this process started, by ``spec_key``.
+_registry = EngineRegistry(lambda engine: shutdown_engine(engine))
 _starts = 0
 
 
@@ -128,26 +128,13 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
     check_model_source(model)
     options = dict(engine_options or {})
     settings = engine_settings(options)
-    key = spec_key(model, settings)
-    with _registry_lock:
-        engine = _registry.get(key)
-        if engine is not None and engine.dead:
-            logger.warning("The engine for %s died; starting a fresh one", model)
-            shutdown_engine(engine)
-            engine = None
-        if engine is None:
-            engine = _start_engine(model, options, settings)
-            _registry[key] = engine
-        return engine
+    return _registry.get(spec_key(model, settings), lambda: _start_engine(model, options, settings))
 
 
 def find_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine | None:
     """The live engine this process has started for ``(model,
     engine_options)``, or None; starts nothing."""
-    key = spec_key(model, engine_settings(engine_options))
-    with _registry_lock:
-        engine = _registry.get(key)
-    return None if engine is None or engine.dead else engine
+    return _registry.find(spec_key(model, engine_settings(engine_options)))
 
 
 def _platform() -> Any:
@@ -216,11 +203,7 @@ def engine_info() -> dict[str, Any]:
     """
     cpu = cpu_info()
     dtype, why = choose_cpu_dtype(cpu)
-    with _registry_lock:
-        engines = [
-            {"model": e.model, "options": dict(e.options), "settings": dict(e.settings)}
-            for e in _registry.values()
-        ]
+    engines = [{"model": e.model, "options": dict(e.options), "settings": dict(e.settings)} for e in _registry.values()]
     return {
         "cpu": cpu.model,
         "cpu_capability": cpu.capability,
@@ -322,19 +305,8 @@ def shutdown_engines() -> None:
     The next use starts a fresh engine. Called at exit too (after remote
     clients close), so scripts need not call it; tests and benchmarks do, to
     free the memory between configurations.
-
-    Examples
-    --------
-    >>> from llm_label_clf import shutdown_engines
-    >>> shutdown_engines()  # doctest: +SKIP
-
-    (Skipped as a doctest: it would stop the engines the test session shares.)
     """
-    with _registry_lock:
-        engines = list(_registry.values())
-        _registry.clear()
-    for engine in engines:
-        shutdown_engine(engine)
+    _registry.shutdown_all()
 
 
 #: A forked child's copies of its parent's engines: kept referenced, never
@@ -345,10 +317,8 @@ _inherited: list[Engine] = []
 def _forget_engines_after_fork() -> None:
     """A forked child (a ``multiprocessing`` fork pool's worker) sets aside
     its parent's engines, which it cannot drive, and starts its own if needed."""
-    global _registry_lock, _starts
-    _inherited.extend(_registry.values())
-    _registry.clear()
-    _registry_lock = threading.Lock()
+    global _starts
+    _inherited.extend(_registry.forget_after_fork())
     _starts = 0
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,10 @@ from ._http import (
     normalize_url,
     served_card,
 )
-from .client import RemoteClient
+from ._registry import EngineRegistry
+from .client import DEFAULT_API_KEY_ENV, RemoteClient, RemoteOptions
 from .handle import Engine
 from .loop import ORDER_REMOTE, on_exit
-from .options import DEFAULT_API_KEY_ENV, RemoteOptions
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
@@ -42,8 +41,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_registry: dict[str, Engine] = {}
-_registry_lock = threading.Lock()
+_registry = EngineRegistry(lambda engine: engine.client.shutdown())
 
 
 def get_remote_engine(
@@ -108,13 +106,8 @@ def get_remote_engine(
     ValueError: server URL 'ftp://10.0.0.5:8000' has scheme 'ftp': use http:// or https://, e.g. 'http://127.0.0.1:8000'
     >>> engine = get_remote_engine("http://10.0.0.5:8000/v1", "smollm2-135m-instruct")  # doctest: +SKIP
     """
-    urls = _server_urls(base_url)
-    options = RemoteOptions(
-        max_concurrency=max_concurrency,
-        timeout_s=timeout_s,
-        max_retries=max_retries,
-        api_key_env=api_key_env,
-    )
+    urls = _server_urls(base_url)  # checked before the options
+    options = RemoteOptions(max_concurrency, timeout_s, max_retries, api_key_env)
     return remote_engine(urls, model, options)
 
 
@@ -122,11 +115,7 @@ def remote_engine(base_url: str | Sequence[str], model: str, options: RemoteOpti
     """``get_remote_engine`` with options already checked (``engine_for``)."""
     urls = _server_urls(base_url)
     key = json.dumps([model, {"base_url": sorted(urls), **options.as_dict()}], sort_keys=True)
-    with _registry_lock:
-        engine = _registry.get(key)
-        if engine is None or engine.dead:
-            engine = _registry[key] = _connect(model, urls, options)
-        return engine
+    return _registry.get(key, lambda: _connect(model, urls, options))
 
 
 def _server_urls(base_url: str | Sequence[str]) -> list[str]:
@@ -146,19 +135,8 @@ def shutdown_remote_engines() -> None:
 
     Called at exit too. Servers are not stopped: they belong to whoever
     started them.
-
-    Examples
-    --------
-    >>> from llm_label_clf import shutdown_remote_engines
-    >>> shutdown_remote_engines()  # doctest: +SKIP
-
-    (Skipped as a doctest: it would close the clients the test session shares.)
     """
-    with _registry_lock:
-        engines = list(_registry.values())
-        _registry.clear()
-    for engine in engines:
-        engine.client.shutdown()
+    _registry.shutdown_all()
 
 
 def _connect(model: str, urls: list[str], options: RemoteOptions) -> Engine:

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..models.source import check_model_source
+from .client import RemoteOptions
 from .handle import Engine
 from .local import find_engine, get_engine
-from .options import RemoteOptions
 from .remote import remote_engine
 from .shared import owned_shared_engine, shared_engine
 from .workers import uses_shared_engine

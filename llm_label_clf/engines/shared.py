@@ -59,10 +59,10 @@ from pathlib import Path
 from typing import Any
 
 from ..models.builtin import cache_dir, resolve_model
+from .client import RemoteOptions
 from .environment import start_timeout_s
 from .handle import Engine
 from .local import engine_settings, spec_key
-from .options import RemoteOptions
 from .remote import remote_engine
 from .workers import in_worker_process
 
@@ -70,6 +70,8 @@ __all__ = [
     "SHARED_DIR_ENV",
     "SHARED_IDLE_ENV",
     "Registry",
+    "free_port",
+    "log_tail",
     "owned_shared_engine",
     "registry_dir",
     "shared_engine",
@@ -301,9 +303,7 @@ def owned_shared_engine(model: str, engine_options: Mapping[str, Any] | None = N
     entry = registry.read(name)
     if entry is None or os.getpid() not in entry.get("owners", ()) or not pid_alive(entry["pid"]):
         return None
-    if not registry.touch(name, entry["pid"]):
-        return None
-    return _connect(model, entry)
+    return _connect(model, entry) if registry.touch(name, entry["pid"]) else None
 
 
 def _live_entry(registry: Registry, name: str) -> dict[str, Any] | None:
@@ -363,7 +363,8 @@ def wait_for_server(entry: Mapping[str, Any], *, failure_grace_s: float = FAILUR
         time.sleep(0.5)
 
 
-def _log_tail(log: Path) -> str:
+def log_tail(log: Path) -> str:
+    """The end of a server's log (the error a failed start printed)."""
     try:
         return log.read_text(errors="replace")[-_LOG_TAIL_CHARS:]
     except OSError as exc:
@@ -374,7 +375,7 @@ def _start_server(registry: Registry, name: str, model: str, settings: dict[str,
     """Starts the server for ``name``, records it, and waits until it answers.
     Call with the lock held."""
     path = resolve_model(model)
-    port = _free_port()
+    port = free_port()
     api_key = secrets.token_urlsafe(32)
     log = registry.path(name, ".log")
     spec = {
@@ -427,11 +428,11 @@ def _start_server(registry: Registry, name: str, model: str, settings: dict[str,
     _stop(pid)
     registry.remove(name)
     raise RuntimeError(
-        f"the shared vLLM server for {model!r} ({path}) {why}; the end of its log {log}:\n{_log_tail(log)}"
+        f"the shared vLLM server for {model!r} ({path}) {why}; the end of its log {log}:\n{log_tail(log)}"
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -44,12 +44,11 @@ __all__ = [
     "MIN_BATCH",
     "Calibration",
     "LearnedCalibrator",
-    "batch_bias",
     "calibrate",
     "class_prior",
     "content_free_records",
-    "contextual_bias",
     "debias",
+    "mean_bias",
     "fit_calibration",
     "index_weights",
     "learned_seed",
@@ -71,11 +70,6 @@ LEARNED_CS = (0.01, 0.1, 1.0, 10.0, 100.0)
 BATCH_PRIOR_ROWS = 256
 
 
-def _mean_log(log_proba: np.ndarray) -> np.ndarray:
-    """log of the mean probability of each class over the rows."""
-    return logsumexp(log_proba, axis=0) - np.log(log_proba.shape[0])
-
-
 def class_prior(y_index: np.ndarray | None, n_classes: int, kind: str = "y") -> np.ndarray:
     """The log class prior the debiasing calibrations aim at: the class
     frequencies of ``y_index`` with one pseudo-text per class (so a class seen
@@ -87,16 +81,12 @@ def class_prior(y_index: np.ndarray | None, n_classes: int, kind: str = "y") -> 
     return np.log(counts / counts.sum())
 
 
-def contextual_bias(content_free_log_proba: np.ndarray, log_prior: np.ndarray | None = None) -> np.ndarray:
-    """The bias of contextual calibration: log of the mean content-free
-    probabilities, over the log prior they should have had (uniform if None)."""
-    return _mean_log(content_free_log_proba) - (0.0 if log_prior is None else log_prior)
-
-
-def batch_bias(log_proba: np.ndarray, log_prior: np.ndarray | None = None) -> np.ndarray:
-    """The bias of batch calibration: log of each class's mean probability,
-    over the log prior the batch's mean should match (uniform if None)."""
-    return _mean_log(log_proba) - (0.0 if log_prior is None else log_prior)
+def mean_bias(log_proba: np.ndarray, log_prior: np.ndarray | None = None) -> np.ndarray:
+    """The bias of both debiasing calibrations: log of each class's mean
+    probability over the rows (the content-free inputs for contextual, the
+    texts for batch), over the log prior that mean should match (uniform if None)."""
+    mean_log = logsumexp(log_proba, axis=0) - np.log(log_proba.shape[0])
+    return mean_log - (0.0 if log_prior is None else log_prior)
 
 
 def debias(log_proba: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -183,24 +173,7 @@ def _logistic(C: float, class_weight: Any) -> Any:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    pipeline = make_pipeline(StandardScaler(), LogisticRegression(C=C, class_weight=class_weight, max_iter=1000))
-    return _WithClasses(pipeline)
-
-
-class _WithClasses:
-    """A fitted pipeline with its final step's ``classes_`` at the top."""
-
-    def __init__(self, pipeline: Any) -> None:
-        self.pipeline = pipeline
-
-    def fit(self, X: np.ndarray, y: np.ndarray) -> _WithClasses:
-        self.pipeline.fit(X, y)
-        self.classes_ = self.pipeline[-1].classes_
-        self.n_features_in_ = self.pipeline[-1].n_features_in_
-        return self
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        return self.pipeline.predict_proba(X)
+    return make_pipeline(StandardScaler(), LogisticRegression(C=C, class_weight=class_weight, max_iter=1000))
 
 
 def calibrate(
@@ -220,7 +193,7 @@ def calibrate(
         assert calibrator is not None
         return calibrator.log_proba(log_proba, log_proba.shape[1])
     if kind == "batch" and log_proba.shape[0] >= MIN_BATCH:
-        return debias(log_proba, batch_bias(log_proba, log_prior))
+        return debias(log_proba, mean_bias(log_proba, log_prior))
     assert bias is not None
     return debias(log_proba, bias)
 
@@ -285,11 +258,11 @@ def fit_calibration(
     if kind is None:
         return Calibration(None, log_prior)
     if kind == "contextual" or (kind == "batch" and rows.size == 0):
-        return Calibration(kind, log_prior, bias=contextual_bias(content_free(), log_prior))
+        return Calibration(kind, log_prior, bias=mean_bias(content_free(), log_prior))
     if kind == "batch":
         if rows.size > BATCH_PRIOR_ROWS:
             rows = np.sort(check_random_state(random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
-        return Calibration(kind, log_prior, bias=batch_bias(log_proba_of(rows), log_prior))
+        return Calibration(kind, log_prior, bias=mean_bias(log_proba_of(rows), log_prior))
     if y_index is None:
         prefix = f"{owner}: " if owner else ""
         raise ValueError(f"{prefix}calibration='learned' learns from labelled texts: fit needs y")

@@ -38,26 +38,20 @@ def as_records(X: Any) -> list[Record]:
     column is read as 1-D. Order is kept; nothing is dropped."""
     if isinstance(X, pd.DataFrame):
         columns = [str(c) for c in X.columns]
-        records = []
-        for row_number, row in enumerate(X.itertuples(index=False, name=None)):
-            records.append(
-                {
-                    column: _check_text(
-                        value, row_number, f"row {row_number} (index {X.index[row_number]!r}), column {column!r}"
-                    )
-                    for column, value in zip(columns, row, strict=True)
-                }
-            )
-        return records
+        return [
+            {
+                c: _check_text(v, i, f"row {i} (index {X.index[i]!r}), column {c!r}")
+                for c, v in zip(columns, row, strict=True)
+            }
+            for i, row in enumerate(X.itertuples(index=False, name=None))
+        ]
     if isinstance(X, pd.Series):
         return [
             {"text": _check_text(value, i, f"item {i} (index {index!r})")}
             for i, (index, value) in enumerate(X.items())
         ]
     if isinstance(X, str):
-        raise ValueError(
-            "X is a single string; pass a list of texts (for one text: [text])"
-        )
+        raise ValueError("X is a single string; pass a list of texts (for one text: [text])")
     if isinstance(X, np.ndarray):
         if X.ndim == 2 and X.shape[1] == 1:
             X = X[:, 0]

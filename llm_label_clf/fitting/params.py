@@ -27,24 +27,13 @@ def one_of(*choices: Any, why: str | None = None) -> Check:
     return lambda value: None if any(isinstance(value, type(c)) and value == c for c in choices) else message
 
 
-def integer(minimum: int, why: str) -> Check:
-    """An int (not a bool) of at least ``minimum``."""
+def number(ok: Callable[[Any], bool], why: str, *, integral: bool = False, optional: bool = False) -> Check:
+    """A number (an int where ``integral``; never a bool) for which ``ok`` holds, or None where ``optional``."""
+    kind = numbers.Integral if integral else numbers.Real
 
-    def check(value: Any) -> str | None:
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
-        return None if ok else why
-
-    return check
-
-
-def real_in(low: float, high: float, *, low_closed: bool, why: str) -> Check:
-    """A real number in the interval (``low`` included when ``low_closed``; ``high`` never)."""
-
-    def check(value: Any) -> str | None:
-        if not isinstance(value, numbers.Real) or isinstance(value, bool):
-            return why
-        above = value >= low if low_closed else value > low
-        return None if above and value < high else why
+    def check(v: Any) -> str | None:
+        valid = (optional and v is None) or (isinstance(v, kind) and not isinstance(v, bool) and ok(v))
+        return None if valid else why
 
     return check
 
@@ -122,13 +111,6 @@ def _prompt(value: Any) -> str | None:
     return None
 
 
-def _prune_margin(value: Any) -> str | None:
-    ok = value is None or (
-        isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= float(value) < float("inf")
-    )
-    return None if ok else "must be None (read every label prefix) or a finite number of nats >= 0"
-
-
 def _optional_str(value: Any) -> str | None:
     return None if value is None or isinstance(value, str) else "must be None or a string"
 
@@ -159,19 +141,23 @@ PARAMETERS: dict[str, Check] = {
     "label_words": one_of(*LABEL_WORDS),
     "label_mode": one_of(*LABEL_MODES),
     "length_norm": one_of(None, "token", "char", why="must be None, 'token' or 'char'"),
-    "prune_margin": _prune_margin,
+    "prune_margin": number(
+        lambda v: 0 <= v < float("inf"),
+        "must be None (read every label prefix) or a finite number of nats >= 0",
+        optional=True,
+    ),
     "prompt": _prompt,
     "instructions": _optional_str,
     "chat": one_of(True, False, "auto", why="must be True, False or 'auto'"),
-    "batch_size": integer(1, "must be a positive integer"),
+    "batch_size": number(lambda v: v >= 1, "must be a positive integer", integral=True),
     "progress": one_of(True, False, why="must be True or False"),
     "low_mass": one_of("ignore", "raise", "warn"),
-    "low_mass_threshold": real_in(0, 1, low_closed=True, why="must be a number in [0, 1)"),
-    "few_shot": integer(0, "must be a non-negative integer (examples per class)"),
+    "low_mass_threshold": number(lambda v: 0 <= v < 1, "must be a number in [0, 1)"),
+    "few_shot": number(lambda v: v >= 0, "must be a non-negative integer (examples per class)", integral=True),
     "calibration": one_of(*CALIBRATIONS, why="must be None, 'contextual', 'batch' or 'learned'"),
     "calibration_prior": one_of(*CALIBRATION_PRIORS),
     "class_weight": _class_weight,
-    "threshold": real_in(0, 1, low_closed=False, why="must be a number in (0, 1)"),
+    "threshold": number(lambda v: 0 < v < 1, "must be a number in (0, 1)"),
     "multioutput_read": one_of("separate", "joint", why="must be one of ['joint', 'separate']"),
     "too_long": one_of("raise", "truncate"),
     "random_state": _random_state,

@@ -60,17 +60,13 @@ def _request_types() -> tuple[Any, Any]:
     return SamplingParams, TokensPrompt
 
 
-def _groups(ids: Sequence[int]) -> list[list[int]]:
-    return [list(ids[i : i + MAX_LOGPROB_TOKEN_IDS]) for i in range(0, len(ids), MAX_LOGPROB_TOKEN_IDS)]
-
-
 async def read_label_logprobs(
     engine: Engine, prompts: Sequence[Sequence[int]], label_ids: Sequence[int], *, offset: int = 0
 ) -> LabelScores:
     """Reads ``label_ids`` after each prompt (token ids). ``offset`` is the index
     of ``prompts[0]`` in the caller's input, so errors name the caller's items."""
     SamplingParams, TokensPrompt = _request_types()
-    groups = _groups(label_ids)
+    groups = [list(label_ids[i : i + MAX_LOGPROB_TOKEN_IDS]) for i in range(0, len(label_ids), MAX_LOGPROB_TOKEN_IDS)]
     n = len(prompts)
     inputs = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
     columns, top = [], np.zeros(n, dtype=np.int64)

@@ -2,7 +2,12 @@
 chat or instructions, the options list, the few-shot block), each class's
 label tokens found after the rendered prompt, the label mode, the trie of
 reads and the length norms. Everything here needs only the engine's tokenizer
-and context length; nothing is read from the model."""
+and context length; nothing is read from the model.
+
+The few-shot block: k labelled training texts per class, chosen stratified
+with a seed, each in the prompt's own format followed by its answer. It is the
+same for every text, so vLLM's prefix cache computes it once per engine, not
+once per text."""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ from typing import Any
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .few_shot import examples_block, select_examples
 from .label_tokens import distinct_first_tokens, in_context_verbalizer, label_token_sequences
 from .label_trie import LabelTrie
 from .plan import ReadingPlan
@@ -26,6 +30,8 @@ __all__ = ["LABEL_CHECK_ROWS", "MIN_QUERY_TOKENS", "OutputReading", "ReadingSett
 LABEL_CHECK_ROWS = 4
 #: Tokens a few-shot block must leave free for the text and the answer cue.
 MIN_QUERY_TOKENS = 64
+#: Between two few-shot examples, and between the last example and the text.
+EXAMPLE_SEPARATOR = "\n\n"
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,18 @@ def _check_template(settings: ReadingSettings, template: PromptTemplate, record:
         )
 
 
+def _select_examples(y_index: np.ndarray, n_classes: int, k: int, rng: np.random.RandomState) -> list[int]:
+    """Row indices of up to ``k`` examples per class (all of a class's rows when
+    it has fewer), interleaved class after class in a seeded random order so
+    that no class sits always last (small models echo the last answer)."""
+    per_class = [rng.permutation(np.flatnonzero(y_index == c))[:k].tolist() for c in range(n_classes)]
+    order: list[int] = []
+    for rank in range(k):
+        round_ = [rows[rank] for rows in per_class if rank < len(rows)]
+        order.extend(rng.permutation(round_).tolist())
+    return order
+
+
 def _few_shot(
     settings: ReadingSettings, layout: PromptLayout, records: Sequence[Mapping[str, str]], y_index: np.ndarray | None,
     verbalizers: list[list[str]], tokenizer: Any, max_model_len: int,
@@ -84,9 +102,9 @@ def _few_shot(
     if y_index is None:
         raise ValueError(f"{settings.owner}: few_shot={settings.few_shot} draws labelled examples: fit needs y")
     rng = check_random_state(settings.random_state)
-    rows = select_examples(y_index, len(verbalizers), int(settings.few_shot), rng)
-    answers = [verbalizers[y_index[row]][0] for row in rows]
-    prefix = examples_block(rows, records, answers, layout.body)
+    rows = _select_examples(y_index, len(verbalizers), int(settings.few_shot), rng)
+    # each example: its rendered prompt, then its class's verbalizer as the model would write it
+    prefix = "".join(layout.body(records[row]) + verbalizers[y_index[row]][0] + EXAMPLE_SEPARATOR for row in rows)
     n_tokens = len(tokenizer.encode(prefix, add_special_tokens=False))
     if n_tokens > max_model_len - MIN_QUERY_TOKENS:
         raise ValueError(

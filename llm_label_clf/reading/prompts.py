@@ -90,20 +90,13 @@ class PromptTemplate:
 
     def render(self, values: Mapping[str, str]) -> str:
         """Substitutes each field's value verbatim."""
-        out = []
-        for literal, field in self.pieces:
-            out.append(literal)
-            if field is not None:
-                out.append(values[field])
-        return "".join(out)
+        return "".join(literal + ("" if field is None else values[field]) for literal, field in self.pieces)
 
 
 def render_chat(tokenizer: Any, user_message: str, system: str | None) -> str:
     """The chat template's rendering of one user turn (after an optional system
     turn), ending with the generation prompt, where the reply's first token is read."""
-    messages: list[dict[str, str]] = []
-    if system:
-        messages.append({"role": "system", "content": system})
+    messages = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": user_message})
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 

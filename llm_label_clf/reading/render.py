@@ -59,19 +59,14 @@ class PromptLayout:
             return render_chat(tokenizer, body, self.instructions)
         return f"{self.instructions}\n{body}" if self.instructions else body
 
-    def check_fields(self, record: Mapping[str, str]) -> None:
-        """Raises ValueError naming the template fields that ``record`` (one
-        row of ``X``) leaves empty."""
-        check_fields(self.template, record, self.fields)
-
     def encode(
         self, records: Sequence[Mapping[str, str]], tokenizer: Any, limit: int, *, offset: int = 0
     ) -> Encoded:
         """Each record's prompt as token ids, at most ``limit`` of them: longer
         ones cut (``too_long="truncate"``) or refused. ``offset`` is the index
         of ``records[0]`` in the caller's ``X``, so errors name ``X``'s items."""
-        if records:
-            self.check_fields(records[0])
+        if records:  # a template field that neither ``X`` nor the package fills raises, naming it
+            check_fields(self.template, records[0], self.fields)
         texts = [self.text(r, tokenizer) for r in records]
         ids = tokenizer(texts, add_special_tokens=self.add_special_tokens)["input_ids"] if texts else []
         cut = []
