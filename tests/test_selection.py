@@ -1,8 +1,11 @@
 """Cross-validated selection (``LLMLabelClassifierCV``) on the real engine:
 each way of reading is read once per training text, every candidate's fold
 scores equal what fitting that candidate on the fold would give, the refit
-reads nothing new, and the ``*CV`` conventions of scikit-learn hold. Plus the
-class-prior-aware calibrations and the learned calibration's class weights."""
+reads nothing new, the choice follows its rule (``rules``, also checked on
+hand-built score tables), the temperature and the held-out estimate are
+arithmetic on the folds, and the ``*CV`` conventions of scikit-learn hold.
+Plus the class-prior-aware calibrations and the learned calibration's class
+weights."""
 
 from __future__ import annotations
 
@@ -11,12 +14,16 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.special import softmax
 from sklearn.base import clone
 from sklearn.pipeline import Pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
 from llm_label_clf.fitting.calibration import class_prior
+from llm_label_clf.reading.cache import ReadCache
+from llm_label_clf.selection.candidates import Candidate
+from llm_label_clf.selection.rules import choose, complexity_of, held_out_choices, held_out_estimate
 from llm_label_clf.selection.scores import ReaderReads, fold_log_proba
 
 N_TEXTS = 48
@@ -54,8 +61,11 @@ def test_every_candidate_is_scored_in_grid_search_layout(selected):
         np.testing.assert_allclose(results[f"mean_test_{metric}"], splits.mean(axis=1))
         assert np.all(np.isfinite(splits))
     best = selected.best_index_
-    assert results["rank_test_neg_log_loss"][best] == 1
-    assert selected.best_score_ == results["mean_test_neg_log_loss"][best] == results["mean_test_neg_log_loss"].max()
+    means, sems = results["mean_test_neg_log_loss"], results["sem_test_neg_log_loss"]
+    # the default rule: the simplest candidate within one standard error of the highest mean
+    assert best == choose(means, sems, results["complexity"], "one_se")
+    assert means[best] >= means.max() - sems[np.argmax(means)]
+    assert selected.best_score_ == means[best]
     assert selected.best_params_ == results["params"][best]
     assert set(frame["param_calibration"].dropna()) == {"contextual", "batch", "learned"}
     assert selected.n_splits_ == 3
@@ -111,11 +121,38 @@ def test_refit_is_the_best_candidate_on_every_text(selected, sst2):
         assert isinstance(best, LLMLabelClassifier)
         for key, value in selected.best_params_.items():
             assert best.get_params()[key] == value
-    proba = selected.predict_proba(X)
-    np.testing.assert_array_equal(proba, best.predict_proba(X))
+    with ReadCache().active():  # one read of each text for all of these, so only the temperature differs
+        proba = selected.predict_proba(X)
+        best_proba = best.predict_proba(X)
+        predicted = selected.predict(X)
+        accuracy = selected.score(X, y)
+    assert selected.temperature_ > 0
+    tempered = softmax(np.log(np.clip(best_proba, 1e-300, None)) / selected.temperature_, axis=1)
+    np.testing.assert_allclose(proba, tempered, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(predicted, selected.classes_[np.argmax(proba, axis=1)])  # no argmax moved
     np.testing.assert_array_equal(selected.classes_, np.unique(y))
-    assert selected.predict(X).dtype == y.dtype
-    assert selected.score(X, y) == np.mean(selected.predict(X) == y)
+    assert predicted.dtype == y.dtype
+    assert accuracy == np.mean(predicted == y)
+
+
+def test_standard_errors_complexity_and_held_out_estimate_are_arithmetic_on_the_folds(selected):
+    """sem_test_* is std over sqrt(folds); complexity follows the candidates;
+    the held-out estimate is the rule applied without each split in turn."""
+    results = selected.cv_results_
+    for metric in ("neg_log_loss", "accuracy", "f1_macro"):
+        splits = np.column_stack([results[f"split{k}_test_{metric}"] for k in range(3)])
+        np.testing.assert_allclose(results[f"sem_test_{metric}"], splits.std(axis=1) / np.sqrt(3))
+    levels = [complexity_of(Candidate(None if p.get("stack") else 0, p)) for p in results["params"]]
+    np.testing.assert_array_equal(results["complexity"], levels)
+    np.testing.assert_array_equal(results["complexity"], [complexity_of(p) for p in results["params"]])
+    assert set(levels) == {0, 1, 2, 3}  # every level is a candidate (few_shots=(0, 1), stack)
+    splits = np.column_stack([results[f"split{k}_test_neg_log_loss"] for k in range(3)])
+    assert (selected.held_out_score_, selected.held_out_score_sem_) == pytest.approx(
+        held_out_estimate(splits, results["complexity"], "one_se", 3), rel=1e-12
+    )
+    assert np.isfinite(selected.held_out_score_) and selected.held_out_score_sem_ >= 0
+    assert selected.n_folds_ == selected.n_splits_ == 3
 
 
 def test_stacked_candidate_refits_as_a_pipeline_of_the_readers(selected, sst2):
@@ -123,9 +160,6 @@ def test_stacked_candidate_refits_as_a_pipeline_of_the_readers(selected, sst2):
     a logistic regression; fitted from the cache, it reads nothing new."""
     X, y = sst2
     stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
-    from llm_label_clf.reading.cache import ReadCache
-    from llm_label_clf.selection.candidates import Candidate
-
     cache = ReadCache()
     with cache.active():
         model = selected._refit(
@@ -163,8 +197,10 @@ def test_clone_and_pickle(selected, sst2):
 def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine, sst2):
     X, y = sst2
     small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False, cv=2)
-    one = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(X, y)
+    one = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), rule="best", **small).fit(X, y)
     assert "mean_test_score" in one.cv_results_ and len(one.cv_results_["params"]) == 2
+    assert one.best_index_ == np.argmax(one.cv_results_["mean_test_score"])  # "best": the highest mean
+    assert one.cv_results_["rank_test_score"][one.best_index_] == 1
     assert one.scorer_ is not None and one.best_params_["calibration"] in (None, "batch")
     assert one.best_score_ == pytest.approx(
         np.mean([one.cv_results_[f"split{k}_test_score"][one.best_index_] for k in range(2)])
@@ -240,6 +276,80 @@ def test_bad_candidates_and_targets_are_named(engine, sst2):
         LLMLabelClassifierCV().fit(X, np.column_stack([y, y]))
     with pytest.raises(ValueError, match="estimator must be an LLMLabelClassifier"):
         LLMLabelClassifierCV(estimator="gpt").fit(X, y)
+    from sklearn.model_selection import StratifiedKFold
+
+    with pytest.raises(ValueError, match=r"n_repeats=2 repeats the folds of an int cv, and cv=StratifiedKFold"):
+        LLMLabelClassifierCV(n_repeats=2, cv=StratifiedKFold(3)).fit(X, y)
+    with pytest.raises(ValueError, match=r"n_repeats must be an int of at least 1; got n_repeats=0"):
+        LLMLabelClassifierCV(n_repeats=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"rule must be one of \['best', 'one_se'\]; got rule='min'"):
+        LLMLabelClassifierCV(rule="min").fit(X, y)
+    with pytest.raises(ValueError, match="recalibrate must be 'temperature' or None; got recalibrate='platt'"):
+        LLMLabelClassifierCV(recalibrate="platt").fit(X, y)
+
+
+def test_repeats_and_an_enclosing_cache_read_nothing_more(engine, sst2):
+    """Repeated folds are arithmetic on the same reads: twice the split
+    columns, the same reads. A second fit inside an enclosing ReadCache takes
+    every read from it (the engine reads nothing) yet reports what it would
+    read alone. recalibrate=None leaves best_estimator_'s probabilities."""
+    X, y = sst2[0][:24], sst2[1][:24]
+    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False, cv=3)
+    outer = ReadCache()
+    with outer.active():
+        once = LLMLabelClassifierCV(make_classifier(random_state=0, low_mass="ignore"), **small).fit(X, y)
+        engine_reads = outer.reads
+        twice = LLMLabelClassifierCV(
+            make_classifier(random_state=0, low_mass="ignore"), n_repeats=2, recalibrate=None, **small
+        ).fit(X, y)
+        proba, best_proba = twice.predict_proba(X[:6]), twice.best_estimator_.predict_proba(X[:6])
+    assert engine_reads == outer.reads == len(X) + 3  # the second fit and the predictions: all from the cache
+    assert once.fit_cost_["engine_reads"] == twice.fit_cost_["engine_reads"] == engine_reads
+    assert once.fit_cost_["seconds"] > 0 and twice.fit_cost_["seconds"] > 0
+    assert (once.n_splits_, once.n_folds_, twice.n_splits_, twice.n_folds_) == (3, 3, 6, 3)
+    assert "split5_test_score" in twice.cv_results_ and "split3_test_score" not in once.cv_results_
+    splits = np.column_stack([twice.cv_results_[f"split{k}_test_score"] for k in range(6)])
+    np.testing.assert_allclose(twice.cv_results_["sem_test_score"], splits.std(axis=1) / np.sqrt(3))
+    assert (twice.held_out_score_, twice.held_out_score_sem_) == pytest.approx(
+        held_out_estimate(splits, twice.cv_results_["complexity"], "one_se", 3), rel=1e-12
+    )
+    assert twice.temperature_ == 1.0
+    np.testing.assert_array_equal(proba, best_proba)
+
+
+# --- the selection rules, on hand-built score tables (no engine) --------------
+
+
+def test_one_se_takes_the_simplest_within_one_standard_error_and_best_the_highest():
+    means = np.array([-0.50, -0.45, -0.40, -0.38, -0.42, np.nan])
+    sems = np.array([0.01, 1.00, 0.02, 0.05, 0.02, 0.0])
+    levels = np.array([0, 1, 2, 3, 2, 0])
+    # within -0.38 - 0.05: the candidates 2 (-0.40), 3 (-0.38) and 4 (-0.42); the simplest level is
+    # few-shot (2), and the higher of its two; candidate 1's wide SEM does not count, the NaN is never taken
+    assert choose(means, sems, levels, "one_se") == 2
+    assert choose(means, sems, levels, "best") == 3
+    assert choose(means, np.where(np.arange(6) == 3, 0.2, sems), levels, "one_se") == 0  # SEM 0.2 reaches -0.50
+    assert choose(means, sems, np.zeros(6, dtype=int), "one_se") == 3  # one level: the highest mean
+    with pytest.raises(ValueError, match="every mean is NaN"):
+        choose(np.array([np.nan, np.nan]), np.zeros(2), np.zeros(2, dtype=int), "best")
+    with pytest.raises(ValueError, match=r"rule must be one of \['best', 'one_se'\]"):
+        choose(means, sems, levels, "lowest")
+
+
+def test_held_out_estimate_chooses_each_split_without_its_own_score():
+    """Candidate 1 is lucky on one split of each repeat. Chosen with that
+    split, it would win there (10 or 100); chosen without it, candidate 0 is
+    taken there, and candidate 1 elsewhere. Mixing the repeats would let the
+    first repeat's luck choose for the second."""
+    table = np.array([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [-1.0, -1.0, 10.0, 100.0, -1.0, -1.0]])
+    np.testing.assert_array_equal(held_out_choices(table, [0, 0], "best", 3), [1, 1, 0, 0, 1, 1])
+    picked = np.array([-1.0, -1.0, 0.0, 0.0, -1.0, -1.0])
+    mean, sem = held_out_estimate(table, [0, 0], "best", 3)
+    assert mean == pytest.approx(picked.mean()) and sem == pytest.approx(picked.std() / np.sqrt(3))
+    assert held_out_estimate(table, [0, 0], "best", 6)[0] > mean  # one repeat of 6: split 2's 10 helps choose
+    assert table.mean(axis=1).max() > mean  # the pick's own mean flatters it
+    with pytest.raises(ValueError, match="must be at least 2 and divide the 6 splits"):
+        held_out_estimate(table, [0, 0], "best", 4)
 
 
 # --- calibrations under class imbalance ---------------------------------------

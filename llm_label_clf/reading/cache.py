@@ -6,9 +6,17 @@ the folds) and refits the winner; all of them ask for the same reads. While a
 ``ReadCache`` is active (``with cache.active():``), the chunk driver runs every
 ``ReadingPlan`` through it: a prompt (its token ids) already read with the
 same label sequences is answered from memory, and only the others reach the
-engine. ``reads`` counts the engine reads made, for the cost of a fit.
+engine. ``reads`` counts the reads the cache was asked for that it did not
+hold yet, for the cost of a fit.
 
-A cache lives for one ``fit`` and is never pickled with an estimator."""
+Caches nest: a cache made with ``parent=`` (``LLMLabelClassifierCV.fit``
+passes the cache active around it) answers from its parent what the parent
+holds, without the engine, and still counts those reads, so a fit's cost is
+what it would read alone; what it reads from the engine is stored in, and
+counted by, every ancestor too, so the outermost cache's ``reads`` are the
+engine's. A benchmark keeps one cache active across many fits on the same
+texts this way. A fit's cache lives for that fit; no cache is ever pickled
+with an estimator."""
 
 from __future__ import annotations
 
@@ -29,15 +37,50 @@ __all__ = ["CachedPlan", "ReadCache", "active_cache", "with_cache"]
 _ACTIVE: contextvars.ContextVar[ReadCache | None] = contextvars.ContextVar("llm_label_clf_read_cache", default=None)
 
 
+Key = tuple[Any, tuple[int, ...]]
+Entry = tuple[np.ndarray, int, float | None]
+
+
 @dataclass
 class ReadCache:
     """Sequence logprobs, top token and first-token label mass (log; None
     when the read gives none) per (label sequences, prompt ids); ``reads``
-    engine reads were made to fill it, ``texts`` prompts read."""
+    reads were made to fill it (by the engine, or by ``parent`` when it held
+    them), ``texts`` prompts read. ``parent``: the cache consulted before
+    the engine, which also stores and counts this cache's engine reads."""
 
-    entries: dict[tuple[Any, tuple[int, ...]], tuple[np.ndarray, int, float | None]] = field(default_factory=dict)
+    entries: dict[Key, Entry] = field(default_factory=dict)
     reads: int = 0
     texts: int = 0
+    parent: ReadCache | None = field(default=None, repr=False, compare=False)
+
+    def adopt(self, key: Key) -> bool:
+        """Copies ``key``'s entry from the nearest ancestor holding it; False when none does."""
+        ancestor = self.parent
+        while ancestor is not None:
+            if key in ancestor.entries:
+                self.entries[key] = ancestor.entries[key]
+                return True
+            ancestor = ancestor.parent
+        return False
+
+    def store(self, key: Key, entry: Entry) -> None:
+        """Stores an engine read here and in every ancestor."""
+        cache: ReadCache | None = self
+        while cache is not None:
+            cache.entries[key] = entry
+            cache = cache.parent
+
+    def charge(self, texts: int, engine_texts: int, reads_per_text: int) -> None:
+        """Counts ``texts`` new prompts here, ``engine_texts`` of them read by
+        the engine, which every ancestor counts too."""
+        self.reads += texts * reads_per_text
+        self.texts += texts
+        ancestor = self.parent
+        while ancestor is not None:
+            ancestor.reads += engine_texts * reads_per_text
+            ancestor.texts += engine_texts
+            ancestor = ancestor.parent
 
     @contextlib.contextmanager
     def active(self) -> Iterator[ReadCache]:
@@ -68,8 +111,10 @@ class CachedPlan:
     async def read(self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]:
         key = self.plan.sequences_key
         ids = [tuple(int(t) for t in p) for p in prompts]
-        missing = [i for i, p in enumerate(ids) if (key, p) not in self.cache.entries]
-        unique = list(dict.fromkeys(ids[i] for i in missing))
+        new = list(dict.fromkeys(p for p in ids if (key, p) not in self.cache.entries))
+        unique = [p for p in new if not self.cache.adopt((key, p))]  # what no ancestor holds either
+        per_text = len(self.plan.trie.reads)
+        self.cache.charge(len(new) - len(unique), 0, per_text)  # answered by an ancestor
         if unique:
             first = {p: i for i, p in reversed(list(enumerate(ids)))}
             try:
@@ -79,9 +124,8 @@ class CachedPlan:
                 raise GenerationError(f"label reads failed for input item(s) {items[:20]}: {exc}", items) from exc
             for k, p in enumerate(unique):
                 first_mass = None if scores.first_logmass is None else float(scores.first_logmass[k])
-                self.cache.entries[(key, p)] = (scores.logprobs[k], int(scores.top_token[k]), first_mass)
-            self.cache.reads += len(unique) * len(self.plan.trie.reads)
-            self.cache.texts += len(unique)
+                self.cache.store((key, p), (scores.logprobs[k], int(scores.top_token[k]), first_mass))
+            self.cache.charge(len(unique), len(unique), per_text)
         rows = [self.cache.entries[(key, p)] for p in ids]
         n_sequences = len(self.plan.trie.sequences)
         logprobs = np.array([r[0] for r in rows], dtype=np.float64).reshape(len(rows), n_sequences)

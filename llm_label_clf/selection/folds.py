@@ -1,23 +1,25 @@
 """How ``LLMLabelClassifierCV`` splits and scores its training texts: which
 few-shot counts leave enough texts to score by, how many stratified folds
-the smallest class allows, the scorer (log-loss told every class), and
-``cv_results_`` in ``GridSearchCV``'s layout. Plain functions of the labels
-and the scores; nothing here reads."""
+the smallest class allows, the (repeated) folds themselves, the scorer
+(log-loss told every class), and ``cv_results_`` in ``GridSearchCV``'s
+layout. Plain functions of the labels and the scores; nothing here reads."""
 
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
 from sklearn.metrics import check_scoring, log_loss, make_scorer
+from sklearn.model_selection import RepeatedStratifiedKFold, check_cv
 
 from ..exceptions import warn_user
 from .candidates import Candidate
 
-__all__ = ["fold_count", "results", "scorer", "usable_few_shots"]
+__all__ = ["fold_count", "results", "scorer", "split_rows", "usable_few_shots"]
 
 
 def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
@@ -96,8 +98,43 @@ def fold_count(cv: Any, y_index: np.ndarray) -> Any:
     return lowered
 
 
-def results(found: list[Candidate], per_split: list[list[dict[str, float]]]) -> dict[str, Any]:
-    """``cv_results_`` in ``GridSearchCV``'s layout."""
+def split_rows(
+    cv: Any, n_repeats: int, seed: int | None, pool: np.ndarray, y_index: np.ndarray, shown: Sequence[int]
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+    """The (train, test) rows of every split, and the folds per repeat.
+
+    The rows not shown as examples (``pool``) are split: an int ``cv`` (after
+    ``fold_count``) into unshuffled ``StratifiedKFold`` folds, as
+    ``GridSearchCV``'s int ``cv``, or with ``n_repeats`` > 1 into
+    ``RepeatedStratifiedKFold(cv, n_repeats, seed)`` folds (shuffled each
+    repeat; split ``k`` of repeat ``r`` is split ``r * folds + k``); any
+    other ``cv`` gives its own splits (sklearn's repeated splitters counted
+    as their repeats). Every split's training part also holds the ``shown``
+    rows."""
+    lowered = fold_count(cv, y_index[pool])
+    if n_repeats > 1:
+        splitter = RepeatedStratifiedKFold(n_splits=lowered, n_repeats=n_repeats, random_state=seed)
+    else:
+        splitter = check_cv(lowered, y_index[pool], classifier=True)
+    with warnings.catch_warnings():
+        if lowered is not cv:  # said already, in fold_count's words
+            warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
+        folds = [
+            (np.concatenate([np.array(shown, dtype=np.int64), pool[train]]), pool[test])
+            for train, test in splitter.split(pool.reshape(-1, 1), y_index[pool])
+        ]
+    repeats = getattr(splitter, "n_repeats", 1)
+    if not isinstance(repeats, numbers.Integral) or repeats < 1 or len(folds) % repeats:
+        repeats = 1
+    return folds, len(folds) // repeats
+
+
+def results(
+    found: list[Candidate], per_split: list[list[dict[str, float]]], n_folds: int, complexity: Sequence[int]
+) -> dict[str, Any]:
+    """``cv_results_`` in ``GridSearchCV``'s layout, plus ``sem_test_<metric>``
+    (the splits' standard deviation over sqrt(``n_folds``), the folds of one
+    repeat: repeats reuse the texts) and each candidate's ``complexity``."""
     names = sorted({k for c in found for k in c.params})
     results: dict[str, Any] = {"params": [dict(c.params) for c in found]}
     for key in names:
@@ -113,7 +150,9 @@ def results(found: list[Candidate], per_split: list[list[dict[str, float]]]) -> 
         mean = table.mean(axis=1)
         results[f"mean_test_{metric}"] = mean
         results[f"std_test_{metric}"] = table.std(axis=1)
+        results[f"sem_test_{metric}"] = table.std(axis=1) / np.sqrt(n_folds)
         # NaN (a candidate that failed on a fold) ranks last, as in GridSearchCV
         ranked = rankdata(np.where(np.isnan(mean), np.inf, -mean), method="min")
         results[f"rank_test_{metric}"] = ranked.astype(np.int32)
+    results["complexity"] = np.asarray(complexity, dtype=np.int64)
     return results

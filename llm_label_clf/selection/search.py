@@ -4,22 +4,24 @@ count and the calibration, as ``LogisticRegressionCV`` lets them choose ``C``.
 ``fit`` reads every training text once per distinct way of reading (a
 *reader*: prompt, few-shot count, label mode, labels), then scores every
 candidate on stratified folds from those reads alone (calibrations, length
-norms, class weights, the stacked model are arithmetic on the reads) and
-refits the best, again from the same reads (``ReadCache``). Few-shot examples
-are drawn once from the whole training set, as the refit draws them; those
-rows are in every fold's training part and never scored."""
+norms, class weights, the stacked model are arithmetic on the reads),
+chooses one by a rule (``rules``), fits a temperature on its held-out
+log-probabilities (``temperature``) and refits it, again from the same
+reads (``ReadCache``). Few-shot examples are drawn once from the whole
+training set, as the refit draws them; those rows are in every fold's
+training part and never scored."""
 
 from __future__ import annotations
 
+import numbers
 import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.model_selection import check_cv
 from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..classifier import LLMLabelClassifier
@@ -32,11 +34,13 @@ from ..fitting.params import check_params
 from ..fitting.shaping import method_result
 from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
 from ..fitting.targets import as_target
-from ..reading.cache import ReadCache
+from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import read_plans, reads_per_text
 from .candidates import Candidate, candidates
-from .folds import fold_count, results, scorer, usable_few_shots
+from .folds import results, scorer, split_rows, usable_few_shots
+from .rules import RULES, choose, complexity_of, held_out_estimate
 from .scores import ReaderReads, StackingHead, fold_log_proba, score_fold
+from .temperature import fit_temperature, tempered
 
 __all__ = ["LLMLabelClassifierCV"]
 
@@ -47,8 +51,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
 
     As ``LogisticRegressionCV`` chooses ``C``: every candidate (prompt x
     few-shot count x calibration x ..., and a stacked logistic regression) is
-    scored on stratified folds of the labelled texts, and the best is refitted
-    on all of them.
+    scored on stratified folds of the labelled texts, one is chosen by
+    ``rule`` (by default the simplest within one standard error of the best,
+    as few labelled texts make the highest mean partly luck), its confidence
+    is corrected by one temperature fitted on its held-out predictions, and it
+    is refitted on all of them.
 
     Each candidate list below is searched as a grid (as ``GridSearchCV``'s
     ``param_grid``); parameters not searched come from ``estimator``. Cheap by
@@ -94,11 +101,34 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         scored (``GridSearchCV`` fails such a fold).
     cv : int, cross-validation generator or iterable, default=5
         Folds of the training texts not shown as few-shot examples
-        (stratified for an int). An int larger than the smallest class's
-        count is lowered to that count (at least 2), with a warning, so a
-        handful of labelled texts still cross-validates.
+        (stratified for an int: unshuffled ``StratifiedKFold``, as
+        ``GridSearchCV``'s). An int larger than the smallest class's count is
+        lowered to that count (at least 2), with a warning, so a handful of
+        labelled texts still cross-validates.
     refit : bool or str, default=True
-        Refit the best candidate on all training texts (from the same reads).
+        Refit the chosen candidate on all training texts (from the same
+        reads). With several scorers, the name of the one that chooses.
+    rule : {"one_se", "best"}, default="one_se"
+        How the candidate is chosen from the ``refit`` metric. "best": the
+        highest mean score. "one_se": among the candidates whose mean is at
+        least the highest mean minus that candidate's ``sem_test_<metric>``,
+        the simplest ``complexity`` level (zero-shot uncalibrated, zero-shot
+        calibrated, few-shot, stacked), then the highest mean within it. A
+        candidate with a NaN mean is never chosen.
+    n_repeats : int, default=1
+        For an int ``cv``: more than 1 scores every candidate on
+        ``RepeatedStratifiedKFold(cv, n_repeats)`` folds (each repeat
+        shuffled, seeded from the estimator's ``random_state``; split ``k`` of
+        repeat ``r`` is ``split<r * n_folds_ + k>``), which steadies the means
+        at no engine read (the folds are arithmetic on the reads). Must be 1
+        when ``cv`` is a splitter or an iterable.
+    recalibrate : {"temperature", None}, default="temperature"
+        "temperature": fit one temperature ``T`` on the chosen candidate's
+        held-out log-probabilities of every split (log-loss of
+        softmax(log p / T), log T in [-3, 3]) and apply it to
+        ``best_estimator_``'s probabilities; predictions (the argmax) are
+        unchanged. None: ``temperature_`` is 1 and the probabilities are
+        ``best_estimator_``'s.
 
     Attributes
     ----------
@@ -106,18 +136,39 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         ``params``, ``param_<name>``, ``split<k>_test_<score>``,
         ``mean_test_<score>``, ``std_test_<score>``, ``rank_test_<score>``
         (``<score>`` is "score" for one scorer); ``pandas.DataFrame(cv_results_)``
-        reads it as ``GridSearchCV``'s.
+        reads it as ``GridSearchCV``'s. Also ``sem_test_<score>``, the
+        standard error of the mean: ``std_test_<score>`` over
+        sqrt(``n_folds_``), the folds of one repeat (repeats reuse the same
+        texts, so they do not shrink it); and ``complexity``, each
+        candidate's level for ``rule`` (0 zero-shot uncalibrated, 1 zero-shot
+        calibrated, 2 few-shot, 3 stacked).
     best_index_ : int
-        The best candidate's row in ``cv_results_``.
+        The chosen candidate's row in ``cv_results_`` (by ``rule``: with
+        "one_se" not always the one ranked first).
     best_params_ : dict
-        The best candidate's parameters (estimator parameters, or
+        The chosen candidate's parameters (estimator parameters, or
         ``{"stack": True, "class_weight": ...}`` for the stacked candidate).
     best_score_ : float
-        The best candidate's mean cross-validated score (negated log-loss by
-        default).
+        The chosen candidate's mean cross-validated score (negated log-loss
+        by default), on the very splits that chose it: optimistic, the more
+        so the more candidates and the fewer texts.
+    held_out_score_ : float
+        What choosing by ``rule`` scores on texts that took no part in the
+        choice: for each split, the candidate the rule chooses from the other
+        folds of its repeat, scored on that split, averaged over the splits
+        (not the pick's own score; its rows were in those folds' training
+        parts, as always). Compare it with ``best_score_`` to see how much the
+        choice flattered itself. NaN when some split's choice failed there.
+    held_out_score_sem_ : float
+        Its standard error (the splits' standard deviation over
+        sqrt(``n_folds_``)).
+    temperature_ : float
+        The temperature applied to ``best_estimator_``'s probabilities
+        (``recalibrate``); 1.0 when not recalibrated.
     best_estimator_ : LLMLabelClassifier or Pipeline
-        The best candidate refitted on every training text (with ``refit``):
-        what ``predict_proba`` and ``predict`` use.
+        The chosen candidate refitted on every training text (with
+        ``refit``): what ``predict`` uses, and ``predict_proba`` with
+        ``temperature_`` applied.
     readers_ : list of dict
         The distinct ways of reading tried, as estimator parameters.
     example_rows_ : list of int
@@ -126,13 +177,18 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     classes_ : ndarray
         Class labels; the column order of ``predict_proba``.
     n_splits_ : int
-        The number of folds used.
+        The number of splits used (folds times repeats).
+    n_folds_ : int
+        The folds per repeat (``n_splits_`` for a splitter that does not
+        repeat).
     scorer_ : callable or dict
         The scorer(s) built from ``scoring``.
     fit_cost_ : dict
-        ``engine_reads`` made by fit (refit included), ``texts``, their
-        ratio ``reads_per_text``, and ``zero_shot_passes``: engine reads over
-        those of one zero-shot read of the training texts.
+        ``engine_reads`` made by fit (refit included; reads an enclosing
+        ``ReadCache`` answered count, so it is what this fit reads alone),
+        ``texts``, their ratio ``reads_per_text``, ``zero_shot_passes``:
+        engine reads over those of one zero-shot read of the training texts,
+        and ``seconds``: the fit's wall time.
     refit_time_ : float
         Seconds the refit took.
 
@@ -154,9 +210,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     >>> search.fit(texts, labels)  # doctest: +SKIP
     >>> search.best_params_  # doctest: +SKIP
     {'prompt': 'Question: {text}\\nAnswer type:', 'few_shot': 4, 'calibration': 'learned', ...}
+    >>> search.best_score_, search.held_out_score_, search.temperature_  # doctest: +SKIP
+    (-0.412, -0.468, 1.31)
     >>> pd.DataFrame(search.cv_results_).sort_values("rank_test_score")  # doctest: +SKIP
     >>> search.fit_cost_  # doctest: +SKIP
-    {'engine_reads': 204, 'texts': 48, 'reads_per_text': 4.25, 'zero_shot_passes': 4.25}
+    {'engine_reads': 204, 'texts': 48, 'reads_per_text': 4.25, 'zero_shot_passes': 4.25, 'seconds': 31.2}
     """
 
     def __init__(
@@ -175,6 +233,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         scoring: Any = "neg_log_loss",
         cv: Any = 5,
         refit: bool | str = True,
+        rule: str = "one_se",
+        n_repeats: int = 1,
+        recalibrate: str | None = "temperature",
     ) -> None:
         self.estimator = estimator
         self.prompts = prompts
@@ -189,6 +250,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.scoring = scoring
         self.cv = cv
         self.refit = refit
+        self.rule = rule
+        self.n_repeats = n_repeats
+        self.recalibrate = recalibrate
 
     # ------------------------------------------------------------------ fit
 
@@ -201,11 +265,29 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             )
         return clone(self.estimator)
 
-    def fit(self, X: Any, y: Any) -> LLMLabelClassifierCV:
-        """Reads the training texts once per reader, scores every candidate, refits the best.
+    def _check_options(self) -> None:
+        """Raises ValueError naming a bad ``rule``, ``n_repeats`` or ``recalibrate``."""
+        name = type(self).__name__
+        if self.rule not in RULES:
+            raise ValueError(f"{name}: rule must be one of {sorted(RULES)}; got rule={self.rule!r}")
+        repeats = self.n_repeats
+        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
+            raise ValueError(f"{name}: n_repeats must be an int of at least 1; got n_repeats={repeats!r}")
+        if repeats > 1 and (isinstance(self.cv, bool) or not isinstance(self.cv, numbers.Integral)):
+            given = f"cv={self.cv!r}" if hasattr(self.cv, "split") else f"this cv (a {type(self.cv).__name__})"
+            raise ValueError(
+                f"{name}: n_repeats={repeats} repeats the folds of an int cv, and {given} gives its own "
+                "splits: pass n_repeats=1 (or a RepeatedStratifiedKFold as cv)"
+            )
+        if self.recalibrate not in ("temperature", None):
+            raise ValueError(f"{name}: recalibrate must be 'temperature' or None; got recalibrate={self.recalibrate!r}")
 
-        Every candidate is scored on the folds from those reads, and the refit
-        reads nothing new.
+    def fit(self, X: Any, y: Any) -> LLMLabelClassifierCV:
+        """Reads the training texts once per reader, scores every candidate, refits the chosen one.
+
+        Every candidate is scored on the folds from those reads, the choice
+        (``rule``) and its temperature (``recalibrate``) are arithmetic on
+        those scores and reads, and the refit reads nothing new.
 
         Parameters
         ----------
@@ -224,10 +306,12 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         ------
         ValueError
             ``y`` is missing or has several outputs, ``estimator`` is not an
-            ``LLMLabelClassifier``, or a candidate has a bad parameter (naming
-            the candidate).
+            ``LLMLabelClassifier``, ``rule``, ``n_repeats`` or ``recalibrate``
+            is bad, or a candidate has a bad parameter (naming the candidate).
         """
+        began = time.perf_counter()
         name = type(self).__name__
+        self._check_options()
         base = self._base()
         records = as_records(X)
         if y is None:
@@ -259,7 +343,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                 except ValueError as exc:
                     raise ValueError(f"{name}: candidate {c.params}: {exc}") from None
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
-        cache = ReadCache()
+        cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active():
             fitted, reads = self._read_all(base, readers, X, records, y_values)
             classes = fitted[0].classes_
@@ -267,17 +351,23 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             shown = sorted({row for r in reads for row in r.shown})
             self.readers_ = readers
             self.example_rows_ = shown
-            self._score(found, reads, classes, y_index, shown, records)
+            folds = self._folds(base, y_index, shown)
+            self._score(base, found, reads, classes, y_index, folds)
+            chosen = found[self.best_index_]
+            self.temperature_ = (
+                self._temperature(base, chosen, reads, classes, y_index, folds) if self.recalibrate else 1.0
+            )
             if self.refit:
-                began = time.perf_counter()
-                self.best_estimator_ = self._refit(base, readers, found[self.best_index_], X, y_values)
-                self.refit_time_ = time.perf_counter() - began
+                refit_began = time.perf_counter()
+                self.best_estimator_ = self._refit(base, readers, chosen, X, y_values)
+                self.refit_time_ = time.perf_counter() - refit_began
         zero_shot = len(records) * reads_per_text(fitted[0].plans_[0])
         self.fit_cost_ = {
             "engine_reads": cache.reads,
             "texts": len(records),
             "reads_per_text": cache.reads / len(records),
             "zero_shot_passes": cache.reads / max(zero_shot, 1),
+            "seconds": time.perf_counter() - began,
         }
         self.classes_ = classes
         return self
@@ -293,7 +383,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         """Each reader fitted without calibration (a plan, no reads), then its
         reads of every training text and of the content-free inputs."""
         fitted, reads = [], []
-        for params in readers:
+        for params in _bar(readers, base.progress, "reading", "reader"):
             reader = clone(base).set_params(**params, calibration=None).fit(X, y)
             plan = reader.plans_[0]
             engine = engine_for(reader.model, reader.base_url, reader.engine_options, owner=type(self).__name__)
@@ -302,37 +392,39 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             reads.append(ReaderReads(every, content_free_log_proba(plan, engine), tuple(reader.few_shot_rows_)))
         return fitted, reads
 
+    def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray, shown: list[int]) -> list[Any]:
+        """The (train, test) rows of every split: folds (repeated with
+        ``n_repeats``) of the rows not shown as examples, each training part
+        with the shown rows; sets ``n_splits_`` and ``n_folds_``."""
+        seed = None
+        if self.n_repeats > 1:  # the repeats' shuffles follow the estimator's random_state, left unadvanced
+            state = clone(base.random_state, safe=False)
+            seed = state if isinstance(state, numbers.Integral) else check_random_state(state).randint(2**31 - 1)
+        pool = rows_not_shown(range(len(y_index)), shown)
+        folds, self.n_folds_ = split_rows(self.cv, self.n_repeats, seed, pool, y_index, shown)
+        self.n_splits_ = len(folds)
+        return folds
+
     def _score(
         self,
+        base: LLMLabelClassifier,
         found: list[Candidate],
         reads: list[ReaderReads],
         classes: np.ndarray,
         y_index: np.ndarray,
-        shown: list[int],
-        records: list[dict[str, str]],
+        folds: list[Any],
     ) -> None:
-        """Scores every candidate on the folds of the rows not shown as
-        examples (each fold's training part gets the shown rows) and sets
-        ``cv_results_`` and the ``best_*`` attributes."""
-        pool = rows_not_shown(range(len(records)), shown)
-        cv = fold_count(self.cv, y_index[pool])
-        splitter = check_cv(cv, y_index[pool], classifier=True)
-        with warnings.catch_warnings():
-            if cv is not self.cv:  # said already, in fold_count's words
-                warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
-            folds = [
-                (np.concatenate([np.array(shown, dtype=np.int64), pool[train]]), pool[test])
-                for train, test in splitter.split(pool.reshape(-1, 1), y_index[pool])
-            ]
-        self.n_splits_ = len(folds)
-        random_state = self._base().random_state
+        """Scores every candidate on every split, sets ``cv_results_``,
+        chooses by ``rule`` (the ``best_*`` attributes) and estimates the
+        choice on held-out splits (``held_out_score_``)."""
+        name = type(self).__name__
         per_split: list[list[dict[str, float] | None]] = []
         failures: list[str] = []
-        for c in found:
+        for c in _bar(found, base.progress, "scoring", "candidate"):
             scores: list[dict[str, float] | None] = []
             for k, (train, test) in enumerate(folds):
                 try:
-                    state = clone(random_state, safe=False)  # each fold draws as the refit would
+                    state = clone(base.random_state, safe=False)  # each fold draws as the refit would
                     log_proba = fold_log_proba(c, reads, y_index, classes, train, test, state)
                 except ValueError as exc:  # GridSearchCV's error_score=nan: this candidate cannot fit this fold
                     if not any(s is None for s in scores):
@@ -343,19 +435,55 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             per_split.append(scores)
         names = next((list(s) for scores in per_split for s in scores if s is not None), None)
         if names is None:
-            raise ValueError(f"{type(self).__name__}: no candidate could be scored on any fold; " + "; ".join(failures))
+            raise ValueError(f"{name}: no candidate could be scored on any fold; " + "; ".join(failures))
         if failures:
             warn_user(
-                f"{type(self).__name__}: {len(failures)} candidate(s) could not be fitted on some folds; their score "
+                f"{name}: {len(failures)} candidate(s) could not be fitted on some folds; their score "
                 f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
                 UserWarning,
             )
         filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
-        self.cv_results_ = results(found, filled)
+        levels = [complexity_of(c) for c in found]
+        self.cv_results_ = results(found, filled, self.n_folds_, levels)
         metric = self._refit_metric(names)
-        self.best_index_ = int(np.argmin(self.cv_results_[f"rank_test_{metric}"]))
+        means, sems = self.cv_results_[f"mean_test_{metric}"], self.cv_results_[f"sem_test_{metric}"]
+        try:
+            self.best_index_ = choose(means, sems, self.cv_results_["complexity"], self.rule)
+        except ValueError:
+            raise ValueError(f"{name}: no candidate could be scored on every fold; " + "; ".join(failures)) from None
         self.best_params_ = dict(found[self.best_index_].params)
-        self.best_score_ = float(self.cv_results_[f"mean_test_{metric}"][self.best_index_])
+        self.best_score_ = float(means[self.best_index_])
+        table = np.column_stack([self.cv_results_[f"split{k}_test_{metric}"] for k in range(self.n_splits_)])
+        self.held_out_score_, self.held_out_score_sem_ = (
+            held_out_estimate(table, self.cv_results_["complexity"], self.rule, self.n_folds_)
+            if self.n_folds_ >= 2
+            else (np.nan, np.nan)
+        )
+
+    def _temperature(
+        self,
+        base: LLMLabelClassifier,
+        chosen: Candidate,
+        reads: list[ReaderReads],
+        classes: np.ndarray,
+        y_index: np.ndarray,
+        folds: list[Any],
+    ) -> float:
+        """The temperature fitted on ``chosen``'s held-out log-probabilities
+        of every split, recomputed from the reads (one candidate's again is
+        cheaper than keeping every candidate's); splits it cannot fit are
+        left out."""
+        parts, rows = [], []
+        for train, test in folds:
+            try:
+                state = clone(base.random_state, safe=False)
+                parts.append(fold_log_proba(chosen, reads, y_index, classes, train, test, state))
+            except ValueError:  # scored NaN there; it says nothing of the temperature
+                continue
+            rows.append(test)
+        if not parts:
+            return 1.0
+        return fit_temperature(np.vstack(parts), y_index[np.concatenate(rows)])
 
     def _refit_metric(self, names: list[str]) -> str:
         if names == ["score"]:
@@ -375,7 +503,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         X: Any,
         y: np.ndarray,
     ) -> Any:
-        """The best candidate fitted on every training text; its reads come
+        """The chosen candidate fitted on every training text; its reads come
         from the cache."""
         if best.reader is not None:
             return clone(base).set_params(**best.params).fit(X, y)
@@ -392,9 +520,15 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return self.best_estimator_
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """The best candidate's probabilities, ``best_estimator_.predict_proba(X)``:
-        (n_texts, n_classes), columns in ``classes_`` order, rows summing to 1."""
-        return self._best().predict_proba(X)
+        """The chosen candidate's probabilities with ``temperature_`` applied,
+        softmax(log ``best_estimator_.predict_proba(X)`` / ``temperature_``)
+        (exactly ``best_estimator_``'s when it is 1): (n_texts, n_classes),
+        columns in ``classes_`` order, rows summing to 1."""
+        proba = self._best().predict_proba(X)
+        temperature = getattr(self, "temperature_", 1.0)
+        if temperature == 1.0:
+            return proba
+        return np.exp(tempered(np.log(np.clip(proba, 1e-300, None)), temperature))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """The log of ``predict_proba`` (probabilities clipped at 1e-300), as
@@ -402,7 +536,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return np.log(np.clip(self.predict_proba(X), 1e-300, None))
 
     def predict(self, X: Any) -> np.ndarray:
-        """The best candidate's most probable class of each text, of ``classes_``'s dtype."""
+        """The chosen candidate's most probable class of each text, of
+        ``classes_``'s dtype (a temperature changes no argmax)."""
         return self._best().predict(X)
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -414,3 +549,13 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = text_classifier_tags(super().__sklearn_tags__())
         return tags
+
+
+def _bar(items: list[Any], show: bool, what: str, unit: str) -> Iterable[Any]:
+    """``items``, behind a tqdm bar (notebook widget where available, as the
+    reading driver's) when ``show``; tqdm is imported only then."""
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=f"LLMLabelClassifierCV: {what}", unit=unit)

@@ -1,0 +1,45 @@
+"""Temperature scaling of ``LLMLabelClassifierCV``'s chosen candidate.
+
+A candidate chosen among many on a few texts is over-confident where it
+wins by luck, and few-shot and stacked candidates are rarely calibrated at
+all. One temperature ``T`` (softmax(log p / T), Guo et al. 2017) fitted on
+the chosen candidate's out-of-fold log-probabilities, which the selection
+has already computed from its reads, corrects the confidence without
+changing any prediction's argmax. Plain arithmetic; nothing here reads."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp
+
+__all__ = ["LOG_T_BOUNDS", "fit_temperature", "tempered"]
+
+#: The search range of log T: T from e^-3 (sharper, ~0.05) to e^3 (flatter, ~20).
+LOG_T_BOUNDS = (-3.0, 3.0)
+#: log(1e-300): probabilities are clipped there, as ``predict_log_proba`` clips them.
+_LOG_FLOOR = float(np.log(1e-300))
+
+
+def tempered(log_proba: np.ndarray, temperature: float) -> np.ndarray:
+    """The log of softmax(``log_proba`` / ``temperature``), row by row (a
+    stable log-softmax; log-probabilities clipped at log(1e-300) first)."""
+    scaled = np.maximum(np.asarray(log_proba, dtype=np.float64), _LOG_FLOOR) / temperature
+    return scaled - logsumexp(scaled, axis=1, keepdims=True)
+
+
+def fit_temperature(log_proba: np.ndarray, y_index: np.ndarray) -> float:
+    """The temperature T > 0 that minimises the log-loss of
+    softmax(``log_proba`` / T) against the class indices ``y_index``,
+    searched over log T in ``LOG_T_BOUNDS``; 1.0 when there are no rows."""
+    log_proba = np.asarray(log_proba, dtype=np.float64)
+    y_index = np.asarray(y_index, dtype=np.int64)
+    if log_proba.shape[0] == 0:
+        return 1.0
+    rows = np.arange(len(y_index))
+
+    def loss(log_t: float) -> float:
+        return float(-tempered(log_proba, np.exp(log_t))[rows, y_index].mean())
+
+    found = minimize_scalar(loss, bounds=LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-4})
+    return float(np.exp(found.x))
