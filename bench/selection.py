@@ -1,22 +1,38 @@
-"""What cross-validated selection buys, and what its fit costs: on each
-dataset, 64 labelled training texts drawn at random and 300 other test texts,
-the built-in model with the default prompt and the class names as labels;
-every fixed mode a user could guess (zero-shot, few-shot, each calibration,
-with the uniform prior of the papers and with the training labels' prior)
-against ``LLMLabelClassifierCV`` with its defaults. Reports accuracy,
-macro-F1 and log-loss on the test texts, and the cost of the CV fit as
-engine reads per training text and as a multiple of one zero-shot pass over
-the training texts (reads, and wall time measured in the same run).
+"""What cross-validated selection buys over the fixed modes a user could guess,
+measured over many random training sets rather than one: per dataset a fixed
+stratified test set (``--test`` texts, seed 0), and from the other rows
+``--draws`` random training sets at each of ``--sizes`` labelled texts (every
+class at least once). Per draw: every fixed mode (zero-shot, few-shot, each
+calibration with the uniform and the labels' prior), TF-IDF +
+LogisticRegression, and ONE ``LLMLabelClassifierCV(rule="one_se",
+n_repeats=--repeats)`` fit. Every candidate of that search is then fitted
+alone on the draw and scored on the test texts (its reads come from the
+cache), so the selection *variants* are look-ups, not refits: rule {best,
+one_se} x repeats {1 (the first fold columns), R} x candidates {all, fewer (no
+stacking; calibration None, batch or learned without class weights)}, each
+picking by ``rules.choose`` on means and standard errors recomputed from its
+split columns. Reports, per dataset and size, mean +- standard error over
+draws of accuracy(CV) - accuracy(best fixed mode, chosen per draw by test
+accuracy, which no user can do), - zero-shot, - batch calibration (prior from
+y), in points; macro-F1, log-loss and top-label ECE (10 bins); for the real
+fit ECE with and without its temperature, the bias of ``held_out_score_`` and
+of ``best_score_`` against the pick's test neg-log-loss, and ``fit_cost_``.
 
-Datasets: SST-2 (2 classes, balanced), SST-2 resampled to 15% positive (an
-imbalanced binary task, as spam detection is), AG News (4, multi-token
-labels), TREC (6 question types), emotion (6, imbalanced); Banking77 (77
-intents, 141 reads per text) only when named with ``--datasets``. A TF-IDF +
-LogisticRegression trained on the same texts is the non-LLM baseline. ECE is
-the top-label expected calibration error over 10 equal-width bins.
+Datasets are split once into DESIGN sets, where defaults are chosen, and
+REPORT sets, only run to report (``SETS``). Built-in model, class names as
+labels, the engine's default dtype; the fixed modes use the default prompt.
+The r1 variants read the first repeat of ``RepeatedStratifiedKFold`` (shuffled
+folds), not the unshuffled folds an ``n_repeats=1`` fit uses: the same rule on
+as many folds, not the same splits.
 
-Run: ``python bench/selection.py [--train 16 64 256] [--test 300]``; writes
-``bench/results/selection.json`` and ``.md`` after each dataset.
+Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
+[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--resume]``.
+Writes ``bench/results/selection-protocol.json`` (every draw's raw numbers,
+after every draw), ``selection-protocol.md`` and ``selection-protocol-summary.md``
+(the block for docs/guide/learning.md). Engine reads per draw, r reads per
+text (1 for sst2/trec/emotion, 3 for ag_news): the fit 6 readers x (n + 3
+content-free) x r, the test texts 3 few-shot readers x ``--test`` x r (the
+zero-shot readers' test reads are made once per dataset).
 """
 
 from __future__ import annotations
@@ -26,6 +42,9 @@ import json
 import os
 import sys
 import time
+import warnings
+import zlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +53,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
+OUT = RESULTS / "selection-protocol"
 
-#: name -> (file, share of the positive class to resample to, or None)
-DATASETS: dict[str, tuple[str, float | None]] = {
-    "sst2": ("sst2_dev.csv", None),
-    "sst2 15% positive": ("sst2_dev.csv", 0.15),
-    "ag_news": ("agnews_test.csv", None),
-    "trec": ("trec_test.csv", None),
-    "emotion": ("emotion_val.csv", None),
-    "banking77": ("banking77_test.csv", None),
+#: name -> (file, set). The split is fixed: defaults (the selection rule, the
+#: repeats, the candidates) are chosen on the design sets only; the report
+#: sets are run to report, never to choose. TREC is the coarse ``label``
+#: column; banking77 (77 classes, ~141 reads per text) runs only when named.
+SETS: dict[str, tuple[str, str]] = {
+    "sst2": ("sst2_dev.csv", "design"),
+    "trec": ("trec_test.csv", "design"),
+    "ag_news": ("agnews_test.csv", "report"),
+    "emotion": ("emotion_val.csv", "report"),
+    "banking77": ("banking77_test.csv", "report"),
 }
-#: Run unless ``--datasets`` names others: Banking77's 141 reads per text make
-#: every fixed mode cost ~140 zero-shot passes over the test texts.
-DEFAULT_DATASETS = ["sst2", "sst2 15% positive", "ag_news", "trec", "emotion"]
+DEFAULT_DATASETS = [name for name in SETS if name != "banking77"]
+#: Where a dataset has its own training file, the draws come from it (TREC's
+#: test file leaves only 200 rows beside a 300-text test set).
+POOLS: dict[str, str] = {"trec": "trec_train.csv"}
+TEST_SEED = 0
 #: The fixed modes a user might guess, as estimator parameters.
 FIXED: dict[str, dict[str, Any]] = {
     "zero-shot": {},
@@ -59,27 +83,47 @@ FIXED: dict[str, dict[str, Any]] = {
     "learned, balanced": {"calibration": "learned", "class_weight": "balanced"},
     "few_shot=4 + batch (prior from y)": {"few_shot": 4, "calibration": "batch"},
 }
+BATCH = "batch (prior from y)"
+RULES = ("best", "one_se")
+FIT = "fit"  # the real LLMLabelClassifierCV fit (one_se, R repeats, all candidates, its temperature)
 
 
-def split(file: str, positive_share: float | None, n_train: int, n_test: int, seed: int = 0) -> tuple[Any, Any]:
-    """A stratified random draw of ``n_train`` training texts and ``n_test``
-    other test texts (stratified so every class the test texts hold is in
-    the training labels, as a user's labelled sample would be)."""
+def draw_seed(name: str, n: int, draw: int) -> int:
+    """The seed of draw ``draw`` at ``n`` texts of dataset ``name`` (stable across runs)."""
+    return zlib.crc32(f"{name}/{n}/{draw}".encode()) & 0x7FFFFFFF
+
+
+def draw_rows(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``n`` row positions of ``labels``: one random row of each class, then
+    the rest at random, shuffled. Raises ValueError when ``n`` is below the
+    number of classes."""
+    classes = np.unique(labels)
+    if n < len(classes):
+        raise ValueError(f"{n} texts cannot hold each of {len(classes)} classes")
+    rng = np.random.default_rng(seed)
+    first = np.array([rng.choice(np.flatnonzero(labels == c)) for c in classes])
+    rest = rng.choice(np.setdiff1d(np.arange(len(labels)), first), n - len(classes), replace=False)
+    rows = np.concatenate([first, rest])
+    rng.shuffle(rows)
+    return rows
+
+
+def test_and_pool(name: str, n_test: int) -> tuple[Any, Any]:
+    """The dataset's fixed stratified test set and the pool the draws come from."""
     import pandas as pd
     from sklearn.model_selection import train_test_split
 
     from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / file).sample(frac=1.0, random_state=seed)
-    if positive_share is not None:
-        pos, neg = frame[frame["label"] == "positive"], frame[frame["label"] != "positive"]
-        n_pos = int(round(len(neg) * positive_share / (1 - positive_share)))
-        frame = pd.concat([pos.head(n_pos), neg]).sample(frac=1.0, random_state=seed)
-    frame = frame.head(n_train + n_test)
-    counts = frame["label"].value_counts()
-    frame = frame[frame["label"].isin(counts[counts >= 2].index)]  # a class seen once cannot be on both sides
-    train, test = train_test_split(frame, train_size=n_train, stratify=frame["label"], random_state=seed)
-    return train, test
+    frame = pd.read_csv(datasets_dir() / SETS[name][0])[["text", "label"]]
+    pool, test = train_test_split(frame, test_size=n_test, stratify=frame["label"], random_state=TEST_SEED)
+    if name in POOLS:
+        pool = pd.read_csv(datasets_dir() / POOLS[name])[["text", "label"]]
+    test, pool = test.sort_index(), pool.sort_index()
+    missing = sorted(set(frame["label"]) - set(pool["label"]))
+    if missing:
+        raise ValueError(f"{name}: no training rows left for class(es) {missing}; lower --test")
+    return test, pool
 
 
 def expected_calibration_error(classes: np.ndarray, proba: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
@@ -112,171 +156,525 @@ def tfidf_baseline(X: list[str], y: np.ndarray, Xt: list[str], yt: np.ndarray) -
 
     model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
                           LogisticRegression(max_iter=2000)).fit(X, y)
-    proba = np.zeros((len(Xt), len(np.unique(np.concatenate([y, yt])))))
     classes = np.unique(np.concatenate([y, yt]))
+    proba = np.zeros((len(Xt), len(classes)))
     proba[:, np.searchsorted(classes, model.classes_)] = model.predict_proba(Xt)
     return scores(classes, proba, yt)
 
 
-def one_dataset(name: str, n_train: int, n_test: int) -> dict[str, Any]:
-    from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
-    from llm_label_clf.reading.cache import ReadCache
-
-    file, share = DATASETS[name]
-    train, test = split(file, share, n_train, n_test)
-    X, y = train["text"].tolist(), train["label"].to_numpy()
-    Xt, yt = test["text"].tolist(), test["label"].to_numpy()
-    base = dict(progress=False, low_mass="ignore", random_state=0)
-    rows: dict[str, Any] = {"train_classes": {str(k): int(v) for k, v in train["label"].value_counts().items()}}
-    rows["TF-IDF + LogisticRegression"] = tfidf_baseline(X, y, Xt, yt)
-    cache = ReadCache()
-    with cache.active():  # fixed modes share reads of the same prompts (scores only; not timed)
-        for label, params in FIXED.items():
-            try:
-                clf = LLMLabelClassifier(**base, **params).fit(X, y)
-                rows[label] = scores(clf.classes_, clf.predict_proba(Xt), yt)
-            except ValueError as exc:
-                rows[label] = {"error": str(exc)}
-            print(name, label, rows[label], flush=True)
-    # the fit cost, timed: one zero-shot pass over the training texts, then the CV fit
-    zero = LLMLabelClassifier(**base).fit(X, y)
-    began = time.perf_counter()
-    zero.predict_proba([f"{t} " for t in X])  # distinct from the texts the CV reads, so no cache help
-    zero_pass_s = time.perf_counter() - began
-    began = time.perf_counter()
-    cv = LLMLabelClassifierCV(LLMLabelClassifier(**base)).fit(X, y)
-    cv_fit_s = time.perf_counter() - began
-    rows["LLMLabelClassifierCV"] = {
-        **scores(cv.classes_, cv.predict_proba(Xt), yt),
-        "best_params": {k: (v if isinstance(v, str | int | float | bool) or v is None else repr(v))
-                        for k, v in cv.best_params_.items()},
-        "fit_cost": cv.fit_cost_,
-        "fit_s": cv_fit_s,
-        "zero_shot_pass_s": zero_pass_s,
-        "fit_time_vs_zero_shot_pass": cv_fit_s / zero_pass_s,
-        "candidates": len(cv.cv_results_["params"]),
-        "readers": len(cv.readers_),
-    }
-    print(name, "CV", rows["LLMLabelClassifierCV"], flush=True)
-    return rows
+def jsonable(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v if isinstance(v, str | int | float | bool) or v is None else repr(v)) for k, v in params.items()}
 
 
-def markdown(doc: dict[str, Any]) -> str:
-    m = doc["machine"]
-    lines = [
-        f"# Cross-validated selection against fixed modes ({doc['test']} test texts per dataset)",
-        "",
-        f"CPU {m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), engine dtype "
-        f"{doc.get('engine_dtype', '?')}; load average {doc['load_avg_start']:.1f} at start, "
-        f"{doc.get('load_avg_end', float('nan')):.1f} at end. Train/test drawn at random, stratified, "
-        "seed 0; the selection sees only the training texts.",
-    ]
-    for size, datasets in sorted(doc["runs"].items(), key=lambda item: int(item[0])):
-        lines += ["", f"## {size} training texts", "",
-                  "| dataset | mode | accuracy | macro-F1 | log-loss | ECE |", "|---|---|---:|---:|---:|---:|"]
-        for name, rows in datasets.items():
-            for label, r in rows.items():
-                if label == "train_classes":
-                    continue
-                if "error" in r:
-                    lines.append(f"| {name} | {label} | error: {r['error'][:60]} | | | |")
-                    continue
-                shown = f"**{label}**" if label == "LLMLabelClassifierCV" else label
-                lines.append(f"| {name} | {shown} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} "
-                             f"| {r['log_loss']:.3f} | {r['ece']:.3f} |")
-        lines += ["", "| dataset | CV chose | candidates | readers | engine reads/text | zero-shot passes (reads) "
-                  "| fit time / zero-shot pass |", "|---|---|---:|---:|---:|---:|---:|"]
-        for name, rows in datasets.items():
-            r = rows.get("LLMLabelClassifierCV")
-            if not r or "error" in r:
-                continue
-            cost = r["fit_cost"]
-            lines.append(
-                f"| {name} | `{r['best_params']}` | {r['candidates']} | {r['readers']} | {cost['reads_per_text']:.1f} "
-                f"| {cost['zero_shot_passes']:.1f} | {r['fit_time_vs_zero_shot_pass']:.1f} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def chose(best_params: dict[str, Any]) -> str:
-    """The CV's pick in a few words: prompt (default or which), few-shot,
-    calibration / stacking."""
-    if best_params.get("stack"):
-        return "stacked readers"
-    prompt = best_params.get("prompt")
-    parts = ["default prompt" if prompt is None else ("instruction prompt, chat" if best_params.get("chat")
-                                                      else "instruction prompt")]
-    if best_params.get("few_shot"):
-        parts.append(f"few_shot={best_params['few_shot']}")
-    calibration = best_params.get("calibration")
+def chose(params: dict[str, Any]) -> str:
+    """A candidate in a few words: prompt, few-shot, calibration or stacking."""
+    if params.get("stack"):
+        return "stacked" + (", balanced" if params.get("class_weight") == "balanced" else "")
+    prompt = params.get("prompt")
+    parts = ["default prompt" if prompt is None else ("instruction, chat" if params.get("chat") else "instruction")]
+    if params.get("few_shot"):
+        parts.append(f"few_shot={params['few_shot']}")
+    calibration = params.get("calibration")
     if calibration in ("contextual", "batch"):
-        parts.append(f"{calibration} (prior {best_params.get('calibration_prior')})")
+        parts.append(f"{calibration} ({params.get('calibration_prior')})")
     elif calibration == "learned":
-        parts.append("learned" + (", balanced" if best_params.get("class_weight") == "balanced" else ""))
+        parts.append("learned" + (", balanced" if params.get("class_weight") == "balanced" else ""))
     return " + ".join(parts)
 
 
-def summary(doc: dict[str, Any]) -> str:
-    """The README's table: per dataset, zero-shot, the best fixed mode (chosen
-    by test accuracy, which a user could not do), the CV's pick and TF-IDF +
-    LR, with the CV's fit cost."""
-    m = doc["machine"]
-    lines = [f"{m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), engine dtype "
-             f"{doc.get('engine_dtype', '?')}; {doc['test']} test texts per dataset, seed 0. Accuracy "
-             "(macro-F1, ECE); the best fixed mode is picked by its test accuracy, which the CV never sees."]
-    for size, datasets in sorted(doc["runs"].items(), key=lambda item: int(item[0])):
-        lines += ["", f"**{size} training texts**", "",
-                  "| dataset | zero-shot | best fixed mode | `LLMLabelClassifierCV` | CV chose | TF-IDF + LR "
-                  "| CV fit: reads/text, time / zero-shot pass |", "|---|---:|---|---:|---|---:|---:|"]
-        for name, rows in datasets.items():
-            cv = rows.get("LLMLabelClassifierCV", {})
-            if "accuracy" not in cv:
+# ------------------------------------------------------------ the variants
+
+
+def fewer_mask(params: list[dict[str, Any]]) -> np.ndarray:
+    """The "fewer" candidates: no stacking; calibration None, batch or learned; no class weights."""
+    return np.array([not p.get("stack") and p.get("calibration") in (None, "batch", "learned")
+                     and p.get("class_weight") is None for p in params])
+
+
+def split_table(cv_results: dict[str, Any]) -> np.ndarray:
+    """``split{k}_test_score`` as a (candidates, splits) array, k in order."""
+    ks = sorted(int(key[5:-len("_test_score")]) for key in cv_results
+                if key.startswith("split") and key.endswith("_test_score"))
+    return np.column_stack([np.asarray(cv_results[f"split{k}_test_score"], dtype=np.float64) for k in ks])
+
+
+def mean_sem(table: np.ndarray, n_folds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the mean over its split scores and its standard error as
+    ``cv_results_``'s ``sem_test_score``: the standard deviation over
+    sqrt(folds of one repeat); NaN where a split failed."""
+    return table.mean(axis=1), table.std(axis=1) / np.sqrt(n_folds)
+
+
+def variant_name(rule: str, repeats: int, which: str) -> str:
+    return f"{rule}/r{repeats}/{which}"
+
+
+def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, n_folds: int, repeats: int,
+                  choose: Any = None, held_out_estimate: Any = None) -> dict[str, dict[str, Any]]:
+    """Each variant's pick (a row of ``table``) and its estimates, from the
+    split scores alone: the 1-repeat variants use the first n_folds columns
+    (column = repeat * n_folds + fold)."""
+    if choose is None or held_out_estimate is None:
+        from llm_label_clf.selection.rules import choose, held_out_estimate
+    if table.shape[1] != n_folds * repeats:
+        raise ValueError(f"{table.shape[1]} split columns are not {repeats} repeats of {n_folds} folds")
+    picks = {}
+    for rule in RULES:
+        for r in sorted({1, repeats}):
+            for which in ("all", "fewer"):
+                rows = np.flatnonzero(fewer) if which == "fewer" else np.arange(len(table))
+                sub = table[rows][:, : r * n_folds]
+                means, sems = mean_sem(sub, n_folds)
+                k = int(choose(means, sems, complexity[rows], rule))
+                estimate, estimate_sem = held_out_estimate(sub, complexity[rows], rule, n_folds)
+                picks[variant_name(rule, r, which)] = {
+                    "index": int(rows[k]), "cv_mean": float(means[k]), "cv_sem": float(sems[k]),
+                    "estimate": float(estimate), "estimate_sem": float(estimate_sem),
+                }
+    return picks
+
+
+# ------------------------------------------------------------------ a draw
+
+
+def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str],
+                     yt: np.ndarray, wanted: set[int]) -> tuple[list[dict[str, Any]], dict[int, np.ndarray]]:
+    """The ``wanted`` rows of ``cv_results_`` (the variants' picks) each fitted
+    alone on the draw and scored on the test texts (reads from the cache),
+    with their test probabilities; the other rows are listed unscored (fitting
+    all 32 took ~45% of a draw)."""
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.fitting.calibration import learned_seed
+    from llm_label_clf.selection.scores import StackingHead
+
+    rows, probas = [], {}
+    for i, params in enumerate(search.cv_results_["params"]):
+        row: dict[str, Any] = {"params": jsonable(params), "chose": chose(params),
+                               "complexity": int(search.cv_results_["complexity"][i])}
+        if i not in wanted:
+            rows.append(row)
+            continue
+        try:
+            if params.get("stack"):
+                union = FeatureUnion([(f"reader_{r}", LLMLabelClassifier(**base).set_params(**p, calibration=None))
+                                      for r, p in enumerate(search.readers_)])
+                head = StackingHead(params["class_weight"], learned_seed(base["random_state"]))
+                model = Pipeline([("features", union), ("head", head)]).fit(X, y)
+            else:
+                model = LLMLabelClassifier(**base).set_params(**params).fit(X, y)
+            probas[i] = model.predict_proba(Xt)
+            row["test"] = scores(model.classes_, probas[i], yt)
+        except ValueError as exc:
+            row["error"] = str(exc)
+        rows.append(row)
+    return rows, probas
+
+
+def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int) -> dict[str, Any]:
+    """Every number of one draw (dataset ``name``, ``n`` texts, draw ``d``)."""
+    from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
+
+    seed = draw_seed(name, n, d)
+    train = pool.iloc[draw_rows(pool["label"].to_numpy(), n, seed)]
+    X, y = train["text"].tolist(), train["label"].to_numpy()
+    Xt, yt = test["text"].tolist(), test["label"].to_numpy()
+    base = dict(progress=False, low_mass="ignore", random_state=seed)
+    record: dict[str, Any] = {"dataset": name, "set": SETS[name][1], "n": n, "draw": d, "seed": seed,
+                              "train_classes": {str(k): int(v) for k, v in train["label"].value_counts().items()}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # the fit first, so the training reads it makes (and its seconds) are its own
+        began = time.perf_counter()
+        try:
+            search = LLMLabelClassifierCV(LLMLabelClassifier(**base), rule="one_se", n_repeats=repeats).fit(X, y)
+        except ValueError as exc:
+            search, record["fit_error"] = None, str(exc)
+        fit_s = time.perf_counter() - began
+        record["fixed"] = {}
+        for label, params in FIXED.items():
+            try:
+                clf = LLMLabelClassifier(**base, **params).fit(X, y)
+                record["fixed"][label] = scores(clf.classes_, clf.predict_proba(Xt), yt)
+            except ValueError as exc:
+                record["fixed"][label] = {"error": str(exc)}
+        record["tfidf"] = tfidf_baseline(X, y, Xt, yt)
+        if search is not None:
+            record.update(searched(search, base, X, y, Xt, yt, repeats, fit_s))
+    record["warnings"] = dict(Counter(str(w.message)[:300] for w in caught))
+    return record
+
+
+def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str], yt: np.ndarray,
+             repeats: int, fit_s: float) -> dict[str, Any]:
+    """The search's candidates, variants and real-fit numbers of one draw."""
+    results = search.cv_results_
+    table = split_table(results)
+    complexity = np.asarray(results["complexity"], dtype=np.int64)
+    n_folds = int(getattr(search, "n_folds_", table.shape[1] // repeats))
+    picks = variant_picks(table, complexity, fewer_mask(list(results["params"])), n_folds, repeats)
+    wanted = {p["index"] for p in picks.values()} | {int(search.best_index_)}
+    rows, probas = candidate_scores(search, base, X, y, Xt, yt, wanted)
+    without = search.best_estimator_.predict_proba(Xt)
+    test_without = scores(search.classes_, without, yt)
+    own = picks[variant_name("one_se", repeats, "all")]["index"]
+    sem = results.get("sem_test_score")
+    fit = {
+        "best_index": int(search.best_index_), "best_params": jsonable(search.best_params_),
+        "chose": chose(search.best_params_), "best_score": float(search.best_score_),
+        "held_out_score": float(search.held_out_score_), "held_out_score_sem": float(search.held_out_score_sem_),
+        "temperature": None if search.temperature_ is None else float(search.temperature_),
+        "n_splits": int(search.n_splits_), "n_folds": n_folds, "split_columns": int(table.shape[1]), "fit_s": fit_s,
+        "fit_cost": {k: v.item() if isinstance(v, np.generic) else v for k, v in search.fit_cost_.items()},
+        "test": scores(search.classes_, search.predict_proba(Xt), yt), "test_without_temperature": test_without,
+        "variant_matches_fit": own == int(search.best_index_),
+        "sem_matches_fit": sem is not None and bool(
+            np.allclose(mean_sem(table, n_folds)[1], np.asarray(sem, dtype=float), equal_nan=True)),
+        "refit_vs_candidate_max_abs": (float(np.abs(probas[search.best_index_] - without).max())
+                                       if search.best_index_ in probas else None),
+    }
+    return {"candidates": rows, "cv_splits": np.round(table, 6).tolist(), "complexity": complexity.tolist(),
+            "variants": picks, "fit": fit}
+
+
+# ------------------------------------------------------------- aggregates
+
+
+def mean_se(values: list[float | None]) -> list[float | int | None]:
+    """[mean, standard error, count] of the values that are numbers."""
+    v = np.array([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
+    if not len(v):
+        return [None, None, 0]
+    return [float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None, len(v)]
+
+
+def _acc(r: dict[str, Any] | None) -> float | None:
+    return None if not r or "accuracy" not in r else r["accuracy"]
+
+
+def _diff(a: float | None, b: float | None, scale: float = 100.0) -> float | None:
+    return None if a is None or b is None else scale * (a - b)
+
+
+def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per variant (and the real fit) over the draws of one dataset and size:
+    mean, SE and count of accuracy differences (points), macro-F1, log-loss,
+    ECE, and the estimates' bias against the pick's test neg-log-loss."""
+    def best_fixed(r: dict[str, Any]) -> str | None:
+        ok = {k: v["accuracy"] for k, v in r["fixed"].items() if "accuracy" in v}
+        return max(ok, key=ok.__getitem__) if ok else None
+
+    def versus(r: dict[str, Any], test: dict[str, Any] | None) -> dict[str, float | None]:
+        acc, best = _acc(test), best_fixed(r)
+        return {"vs_best_fixed": _diff(acc, _acc(r["fixed"].get(best)) if best else None),
+                "vs_zero_shot": _diff(acc, _acc(r["fixed"].get("zero-shot"))),
+                "vs_batch": _diff(acc, _acc(r["fixed"].get(BATCH))),
+                **{m: (test or {}).get(m) for m in ("accuracy", "macro_f1", "log_loss", "ece")}}
+
+    per: dict[str, list[dict[str, Any]]] = {}
+    picks: dict[str, Counter] = {}
+    for r in draws:
+        for v, pick in r.get("variants", {}).items():
+            test = r["candidates"][pick["index"]].get("test")
+            loss = None if test is None else -test["log_loss"]
+            per.setdefault(v, []).append({**versus(r, test), "estimate_bias": _diff(pick["estimate"], loss, 1.0),
+                                          "cv_mean_bias": _diff(pick["cv_mean"], loss, 1.0)})
+            picks.setdefault(v, Counter())[r["candidates"][pick["index"]]["chose"]] += 1
+        if "fit" in r:
+            f = r["fit"]
+            loss = -f["test_without_temperature"]["log_loss"]
+            per.setdefault(FIT, []).append({
+                **versus(r, f["test"]), "ece_without_temperature": f["test_without_temperature"]["ece"],
+                "log_loss_without_temperature": f["test_without_temperature"]["log_loss"],
+                "estimate_bias": f["held_out_score"] - loss, "cv_mean_bias": f["best_score"] - loss,
+                "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
+                "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
+                "matches": float(f["variant_matches_fit"]), "sem_matches": float(f["sem_matches_fit"])})
+            picks.setdefault(FIT, Counter())[f["chose"]] += 1
+    out: dict[str, Any] = {"draws": len(draws), "variants": {}}
+    for v, rows in per.items():
+        out["variants"][v] = {key: mean_se([row[key] for row in rows]) for key in rows[0]}
+        out["variants"][v]["picks"] = dict(picks[v].most_common())
+    out["baselines"] = {label: mean_se([_acc(r["fixed"].get(label)) for r in draws])
+                        for label in ("zero-shot", BATCH)}
+    out["baselines"]["best fixed (oracle)"] = mean_se([_acc(r["fixed"].get(best_fixed(r) or "")) for r in draws])
+    out["baselines"]["TF-IDF + LR"] = mean_se([_acc(r["tfidf"]) for r in draws])
+    out["best_fixed_modes"] = dict(Counter(best_fixed(r) for r in draws).most_common())
+    return out
+
+
+def aggregates(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``aggregate`` per dataset and size (as strings)."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in doc["draws"].values():
+        groups.setdefault((r["dataset"], r["n"]), []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for (name, n), draws in sorted(groups.items(), key=lambda item: (list(SETS).index(item[0][0]), item[0][1])):
+        out.setdefault(name, {})[str(n)] = aggregate(draws)
+    return out
+
+
+def design_ranking(agg: dict[str, dict[str, Any]], n: str) -> list[tuple[str, dict[str, list[Any]]]]:
+    """Per variant, the mean over the design datasets (those run at ``n``
+    texts) of each dataset's mean, with the SEs combined; best vs_best_fixed first."""
+    names = [name for name in agg if SETS[name][1] == "design" and n in agg[name]]
+    found: dict[str, dict[str, list[Any]]] = {}
+    variants = {v for name in names for v in agg[name][n]["variants"] if v != FIT}  # fit = one_se/rR/all
+    for v in variants:
+        cells = [agg[name][n]["variants"].get(v) for name in names]
+        if any(c is None for c in cells):
+            continue
+        found[v] = {}
+        for key in ("vs_best_fixed", "vs_zero_shot", "ece", "log_loss"):
+            means = [c[key][0] for c in cells]
+            ses = [c[key][1] or 0.0 for c in cells]
+            found[v][key] = ([float(np.mean(means)), float(np.sqrt(np.sum(np.square(ses)))) / len(ses), len(means)]
+                             if None not in means else [None, None, 0])
+    ranked = [item for item in found.items() if item[1]["vs_best_fixed"][0] is not None]
+    return sorted(ranked, key=lambda item: -item[1]["vs_best_fixed"][0])
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def pm(cell: list[Any] | None, digits: int = 1, sign: bool = True) -> str:
+    if not cell or cell[0] is None:
+        return "–"
+    text = f"{cell[0]:+.{digits}f}" if sign else f"{cell[0]:.{digits}f}"
+    return text + (f" ± {cell[1]:.{digits}f}" if cell[1] is not None else "")
+
+
+def machine_line(doc: dict[str, Any]) -> str:
+    parts = []
+    for s in doc["sessions"]:
+        m = s["machine"]
+        parts.append(f"{m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), engine dtype "
+                     f"{s.get('engine_dtype', '?')}, load average {s['load_avg_start']:.1f} at start and "
+                     f"{s.get('load_avg_end', float('nan')):.1f} at end ({s['started']})")
+    return "Run on " + "; then ".join(parts) + "."
+
+
+def sizes_of(agg: dict[str, dict[str, Any]]) -> list[str]:
+    return sorted({n for per in agg.values() for n in per}, key=int)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    agg = doc["aggregates"]
+    p = doc["protocol"]
+    lines = [
+        "# Cross-validated selection against fixed modes, over random training sets", "",
+        machine_line(doc), "",
+        (f"Per dataset a fixed stratified test set of {p['test']} texts (seed {TEST_SEED}); training sets drawn "
+         f"from the other rows ({p['draws']} draws per size, every class at least once). One "
+         f"`LLMLabelClassifierCV(rule=\"one_se\", n_repeats={p['repeats']})` fit per draw; each variant "
+         "(rule / repeats / candidates) is that fit's split scores re-read: `one_se/r1/all` uses the first "
+         "repeat's (shuffled) folds only; `fewer` = no stacking, calibration None, batch or learned without "
+         "class weights. "
+         "Differences are in accuracy points (mean ± SE over draws); the best fixed mode is chosen per draw by "
+         "test accuracy (an oracle). Variants' ECE and log-loss are without temperature. Bias: estimate − "
+         "the pick's test neg-log-loss (no temperature). `fit` is the "
+         "real fit with its temperature."), "",
+        "Design sets (defaults chosen here): " + ", ".join(k for k, v in SETS.items() if v[1] == "design")
+        + ". Report sets (run only to report): " + ", ".join(k for k, v in SETS.items() if v[1] == "report") + ".",
+    ]
+    for name, info in doc["datasets"].items():
+        lines.append(f"- {name} ({info['set']}): `{info['file']}`, {info['classes']} classes, {info['test']} test "
+                     f"texts, a pool of {info['pool']} to draw from.")
+    lines += [f"- Note: {note}" for note in doc.get("notes", [])]
+    lines += ["", "## Which variant wins on the design sets", "",
+              "Mean over the design datasets of each dataset's mean (SEs combined); ranked by CV − best fixed.", ""]
+    for n in sizes_of(agg):
+        ranking = design_ranking(agg, n)
+        if not ranking:
+            continue
+        top = ranking[0][1]["vs_best_fixed"][0]
+        names = [name for name in agg if SETS[name][1] == "design" and n in agg[name]]
+        lines += [f"**{n} texts** ({', '.join(names)})", "",
+                  "| variant | CV − best fixed | lost by | CV − zero-shot | ECE | log-loss |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for v, c in ranking:
+            lines.append(f"| {v} | {pm(c['vs_best_fixed'])} | {top - c['vs_best_fixed'][0]:.1f} "
+                         f"| {pm(c['vs_zero_shot'])} | {pm(c['ece'], 3, False)} | {pm(c['log_loss'], 3, False)} |")
+        lines.append("")
+    for kind in ("design", "report"):
+        for n in sizes_of(agg):
+            names = [name for name in agg if SETS[name][1] == kind and n in agg[name]]
+            if not names:
                 continue
-            fixed = {k: r for k, r in rows.items() if k in FIXED and "accuracy" in r}
-            best = max(fixed, key=lambda k: fixed[k]["accuracy"])
-
-            def cell(r: dict[str, Any]) -> str:
-                return f"{r['accuracy']:.3f} ({r['macro_f1']:.2f}, {r['ece']:.3f})"
-
-            tfidf = rows["TF-IDF + LogisticRegression"]
-            lines.append(
-                f"| {name} | {cell(rows['zero-shot'])} | {best}: {cell(fixed[best])} | **{cell(cv)}** "
-                f"| {chose(cv['best_params'])} | {cell(tfidf)} | {cv['fit_cost']['reads_per_text']:.1f}, "
-                f"{cv['fit_time_vs_zero_shot_pass']:.1f}x |"
-            )
+            lines += [f"## {kind.capitalize()} sets, {n} training texts", "",
+                      "| dataset | variant | accuracy | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE "
+                      "| log-loss | estimate bias | CV-mean bias | most picked |",
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            for name in names:
+                a = agg[name][n]
+                for v, c in sorted(a["variants"].items(), key=lambda item: (item[0] == FIT, item[0])):
+                    top = next(iter(c["picks"].items()), ("–", 0))
+                    lines.append(
+                        f"| {name} | {'**fit**' if v == FIT else v} | {pm(c['accuracy'], 3, False)} "
+                        f"| {pm(c['vs_best_fixed'])} | {pm(c['vs_zero_shot'])} | {pm(c['vs_batch'])} "
+                        f"| {pm(c['macro_f1'], 3, False)} | {pm(c['ece'], 3, False)} | {pm(c['log_loss'], 3, False)} "
+                        f"| {pm(c['estimate_bias'], 3)} | {pm(c['cv_mean_bias'], 3)} | {top[0]} ({top[1]}) |")
+            lines += ["", "| dataset | draws | zero-shot | batch (y) | best fixed (oracle) | TF-IDF + LR | fit: ECE "
+                      "without temperature | temperature | zero-shot passes | fit s | fit_cost_ s | pick = variant "
+                      "| best fixed modes |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            for name in names:
+                a, f = agg[name][n], agg[name][n]["variants"].get(FIT)
+                b = a["baselines"]
+                fit_cells = ("| – " * 6 if f is None else
+                             f"| {pm(f['ece_without_temperature'], 3, False)} | {pm(f['temperature'], 2, False)} "
+                             f"| {pm(f['zero_shot_passes'], 1, False)} | {pm(f['fit_s'], 0, False)} "
+                             f"| {pm(f['fit_cost_seconds'], 0, False)} | {pm(f['matches'], 2, False)} ")
+                modes = ", ".join(f"{k} ({v})" for k, v in a["best_fixed_modes"].items())
+                lines.append(f"| {name} | {a['draws']} | {pm(b['zero-shot'], 3, False)} | {pm(b[BATCH], 3, False)} "
+                             f"| {pm(b['best fixed (oracle)'], 3, False)} | {pm(b['TF-IDF + LR'], 3, False)} "
+                             f"{fit_cells}| {modes} |")
+            lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def summary(doc: dict[str, Any]) -> str:
+    """The block for docs/guide/learning.md, between its selection markers:
+    the real fit on the report sets, the design-set ranking, and the goal."""
+    agg, p = doc["aggregates"], doc["protocol"]
+    lines = ["<!-- selection:start -->", machine_line(doc), "",
+             (f"Protocol: per dataset a fixed test set of {p['test']} texts; {p['draws']} random training sets per "
+              f"size; `LLMLabelClassifierCV(rule=\"one_se\", n_repeats={p['repeats']})` with its temperature. "
+              "Accuracy differences in points, mean ± standard error over the draws; \"best fixed\" is the fixed "
+              "mode with the best *test* accuracy in each draw (an oracle). Defaults were chosen on the design sets ("
+              + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only; the rows below are the report "
+              "sets."), ""]
+    table = ["| dataset | texts | draws | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE (without "
+             "temperature) | held-out estimate − test | fit: zero-shot passes |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    goal = []
+    for name in [k for k in agg if SETS[k][1] == "report"]:
+        for n, a in agg[name].items():
+            f = a["variants"].get(FIT)
+            if f is None:
+                continue
+            table.append(f"| {name} | {n} | {a['draws']} | {pm(f['vs_best_fixed'])} | {pm(f['vs_zero_shot'])} "
+                         f"| {pm(f['vs_batch'])} | {pm(f['macro_f1'], 3, False)} | {pm(f['ece'], 3, False)} "
+                         f"({pm(f['ece_without_temperature'], 3, False)}) | {pm(f['estimate_bias'], 3)} "
+                         f"| {pm(f['zero_shot_passes'], 1, False)} |")
+            if int(n) >= 64 and None not in (f["vs_best_fixed"][0], f["vs_zero_shot"][0], f["ece"][0]):
+                met = f["vs_best_fixed"][0] >= -1 and f["vs_zero_shot"][0] >= 0 and f["ece"][0] <= 0.05
+                goal.append(f"{name} at {n}: {'met' if met else 'missed'}")
+    lines += table if len(table) > 2 else []
+    for n in sizes_of(agg):
+        ranking = design_ranking(agg, n)
+        if ranking:
+            top = ranking[0]
+            rest = "; ".join(f"{v} {top[1]['vs_best_fixed'][0] - c['vs_best_fixed'][0]:.1f}" for v, c in ranking[1:])
+            lines += ["", f"Design sets, {n} texts: {top[0]} ranked first (CV − best fixed "
+                      f"{pm(top[1]['vs_best_fixed'])}); the others lost by (points): {rest}."]
+    if goal:
+        lines += ["", "Goal (report sets, 64 and 128 texts: CV ≥ best fixed − 1 point, ≥ zero-shot, ECE ≤ 0.05): "
+                  + "; ".join(goal) + "."]
+    return "\n".join([*lines, "<!-- selection:end -->"]) + "\n"
 
 
 def write(doc: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "selection.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    (RESULTS / "selection.md").write_text(markdown(doc))
-    (RESULTS / "selection-summary.md").write_text(summary(doc))
+    doc["aggregates"] = aggregates(doc)
+    OUT.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    OUT.with_suffix(".md").write_text(markdown(doc))
+    (RESULTS / "selection-protocol-summary.md").write_text(summary(doc))
+
+
+# -------------------------------------------------------------------- main
+
+
+def prewarm(test: Any) -> None:
+    """The zero-shot readers' reads of the test texts, made once per dataset."""
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.selection.candidates import DEFAULT_PROMPTS
+
+    Xt, yt = test["text"].tolist(), test["label"].to_numpy()
+    for prompt in DEFAULT_PROMPTS:
+        LLMLabelClassifier(progress=False, low_mass="ignore", **prompt).fit(Xt, yt).predict_proba(Xt)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=int, nargs="+", default=[64])
+    parser.add_argument("--datasets", nargs="+", choices=list(SETS), help="default: every set but banking77")
+    parser.add_argument("--set", choices=("design", "report", "all"), default="all")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64, 128])
+    parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--test", type=int, default=300)
-    parser.add_argument("--datasets", nargs="+", default=DEFAULT_DATASETS, choices=list(DATASETS))
-    parser.add_argument("--merge", action="store_true", help="keep the other sizes/datasets already in the results")
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--resume", action="store_true", help="keep the draws already in the JSON, skip them")
     args = parser.parse_args()
+    names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from bench.report import machine
 
     from llm_label_clf import engine_info
+    from llm_label_clf.reading.cache import ReadCache
 
-    doc: dict[str, Any] = {"test": args.test, "machine": machine(), "load_avg_start": os.getloadavg()[0], "runs": {}}
-    if args.merge and (RESULTS / "selection.json").exists():
-        doc["runs"] = json.loads((RESULTS / "selection.json").read_text())["runs"]
-    for size in args.train:
-        doc["runs"].setdefault(str(size), {})
-        for name in args.datasets:
-            doc["runs"][str(size)][name] = one_dataset(name, size, args.test)
-            info = engine_info()
-            doc["engine_dtype"] = (info["engines"][0]["settings"] or {}).get("dtype", "?") if info["engines"] else "?"
-            doc["load_avg_end"] = os.getloadavg()[0]
-            write(doc)
-    print(markdown(doc))
+    path = OUT.with_suffix(".json")
+    protocol = {"test": args.test, "repeats": args.repeats, "draws": args.draws, "test_seed": TEST_SEED}
+    doc: dict[str, Any] = {"protocol": protocol, "sessions": [], "datasets": {}, "notes": [], "draws": {}}
+    if args.resume and path.exists():
+        doc = json.loads(path.read_text())
+        if {k: doc["protocol"][k] for k in ("test", "repeats", "test_seed")} != {
+                k: protocol[k] for k in ("test", "repeats", "test_seed")}:
+            raise SystemExit(f"--resume: {path} was run with {doc['protocol']}; these arguments say {protocol}")
+        doc["protocol"]["draws"] = max(doc["protocol"]["draws"], args.draws)
+    elif path.exists():
+        path.rename(path.with_suffix(".json.bak"))
+    session = {"machine": machine(), "load_avg_start": os.getloadavg()[0], "started": time.strftime("%Y-%m-%d %H:%M"),
+               "args": vars(args)}
+    doc["sessions"].append(session)
+    began = time.perf_counter()
+    for name in names:
+        test, pool = test_and_pool(name, args.test)
+        n_classes = test["label"].nunique()
+        doc["datasets"][name] = {"file": SETS[name][0], "set": SETS[name][1], "classes": n_classes,
+                                 "test": len(test), "pool": len(pool)}
+        sizes = [n for n in args.sizes if n >= n_classes]
+        notes = [f"{name}: {n} texts skipped, fewer than its {n_classes} classes"
+                 for n in sorted(set(args.sizes) - set(sizes))]
+        if any(n > len(pool) / 2 for n in sizes):
+            notes.append(f"{name}: a pool of {len(pool)} texts, so draws of more than half of it share many texts")
+        doc["notes"] += [note for note in notes if note not in doc["notes"]]
+        pending = [(d, n) for d in range(args.draws) for n in sizes if f"{name}/{n}/{d}" not in doc["draws"]]
+        if not pending:
+            continue
+        cache = ReadCache()  # one per dataset: every fit and draw reuses its reads
+        with cache.active():
+            prewarm(test)
+            mark = len(cache.entries)
+            for d, n in pending:
+                key = f"{name}/{n}/{d}"
+                reads, start = cache.reads, time.perf_counter()
+                record = one_draw(name, n, d, test, pool, args.repeats)
+                record.update(session=len(doc["sessions"]) - 1, seconds=time.perf_counter() - start,
+                              engine_reads=cache.reads - reads)
+                # this draw's reads (its training texts, its few-shot prompts) recur in no other draw:
+                # dropped, so memory stays bounded and every fit makes its own reads
+                for entry in list(cache.entries)[mark:]:
+                    del cache.entries[entry]
+                doc["draws"][key] = record
+                info = engine_info()
+                session["engine_dtype"] = ((info["engines"][0]["settings"] or {}).get("dtype", "?")
+                                           if info["engines"] else "?")
+                session["load_avg_end"], session["finished"] = os.getloadavg()[0], time.strftime("%Y-%m-%d %H:%M")
+                write(doc)
+                print(draw_line(record, time.perf_counter() - began), flush=True)
+    write(doc)
+    print(summary(doc))
+
+
+def draw_line(r: dict[str, Any], elapsed: float) -> str:
+    """One printed line per draw: elapsed and draw seconds, engine reads, the fit's pick and scores."""
+    zero = _acc(r["fixed"].get("zero-shot"))
+    head = f"[{elapsed:7.0f} s] {r['dataset']} n={r['n']} draw {r['draw']}: {r['seconds']:.0f} s, " \
+           f"{r['engine_reads']} engine reads; zero-shot {'–' if zero is None else f'{zero:.3f}'}"
+    if "fit" not in r:
+        return f"{head}; fit failed: {r.get('fit_error', '?')[:120]}"
+    f = r["fit"]
+    return (f"{head}; CV {f['test']['accuracy']:.3f}, ECE {f['test']['ece']:.3f}, T {f['temperature']:.2f}: "
+            f"{f['chose']}; {f['fit_cost'].get('zero_shot_passes', float('nan')):.1f} zero-shot passes")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def selected(engine, sst2):
     base = make_classifier(random_state=0, low_mass="ignore")
     cv = LLMLabelClassifierCV(
         base, prompts=PROMPTS, few_shots=(0, 1), cv=3, scoring=["neg_log_loss", "accuracy", "f1_macro"],
-        refit="neg_log_loss",
+        refit="neg_log_loss", rule="one_se", recalibrate="temperature",
     )
     return cv.fit(X, y)
 
@@ -62,7 +62,7 @@ def test_every_candidate_is_scored_in_grid_search_layout(selected):
         assert np.all(np.isfinite(splits))
     best = selected.best_index_
     means, sems = results["mean_test_neg_log_loss"], results["sem_test_neg_log_loss"]
-    # the default rule: the simplest candidate within one standard error of the highest mean
+    # rule one_se: the simplest candidate within one standard error of the highest mean
     assert best == choose(means, sems, results["complexity"], "one_se")
     assert means[best] >= means.max() - sems[np.argmax(means)]
     assert selected.best_score_ == means[best]
@@ -311,7 +311,7 @@ def test_repeats_and_an_enclosing_cache_read_nothing_more(engine, sst2):
     splits = np.column_stack([twice.cv_results_[f"split{k}_test_score"] for k in range(6)])
     np.testing.assert_allclose(twice.cv_results_["sem_test_score"], splits.std(axis=1) / np.sqrt(3))
     assert (twice.held_out_score_, twice.held_out_score_sem_) == pytest.approx(
-        held_out_estimate(splits, twice.cv_results_["complexity"], "one_se", 3), rel=1e-12
+        held_out_estimate(splits, twice.cv_results_["complexity"], "best", 3), rel=1e-12  # the default rule
     )
     assert twice.temperature_ == 1.0
     np.testing.assert_array_equal(proba, best_proba)
