@@ -107,7 +107,9 @@ def get_remote_engine(
     >>> engine = get_remote_engine("http://10.0.0.5:8000/v1", "smollm2-135m-instruct")  # doctest: +SKIP
     """
     urls = _server_urls(base_url)  # checked before the options
-    options = RemoteOptions(max_concurrency, timeout_s, max_retries, api_key_env)
+    options = RemoteOptions(
+        max_concurrency=max_concurrency, timeout_s=timeout_s, max_retries=max_retries, api_key_env=api_key_env
+    )
     return remote_engine(urls, model, options)
 
 
