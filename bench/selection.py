@@ -4,9 +4,10 @@ stratified test set (``--test`` texts, seed 0), and from the other rows
 ``--draws`` random training sets at each of ``--sizes`` labelled texts (every
 class at least once). Per draw: every fixed mode (zero-shot, few-shot, each
 calibration with the uniform and the labels' prior), TF-IDF +
-LogisticRegression, and ONE ``LLMLabelClassifierCV(rule="one_se",
-n_repeats=--repeats)`` fit. Every candidate of that search is then fitted
-alone on the draw and scored on the test texts (its reads come from the
+LogisticRegression, and ONE ``LLMLabelClassifierCV(n_repeats=--repeats)``
+fit with the estimator's defaults otherwise (rule "best", no temperature; the
+first sst2 draws, before those defaults, fitted one_se with a temperature).
+Every candidate of that search is then fitted alone on the draw and scored on the test texts (its reads come from the
 cache), so the selection *variants* are look-ups, not refits: rule {best,
 one_se} x repeats {1 (the first fold columns), R} x candidates {all, fewer (no
 stacking; calibration None, batch or learned without class weights)}, each
@@ -14,8 +15,9 @@ picking by ``rules.choose`` on means and standard errors recomputed from its
 split columns. Reports, per dataset and size, mean +- standard error over
 draws of accuracy(CV) - accuracy(best fixed mode, chosen per draw by test
 accuracy, which no user can do), - zero-shot, - batch calibration (prior from
-y), in points; macro-F1, log-loss and top-label ECE (10 bins); for the real
-fit ECE with and without its temperature, the bias of ``held_out_score_`` and
+y), in points; macro-F1, log-loss and top-label ECE (10 bins) beside its
+floor (the ECE perfectly calibrated probabilities would show on these test
+texts); for the real fit ECE with and without its temperature, the bias of ``held_out_score_`` and
 of ``best_score_`` against the pick's test neg-log-loss, and ``fit_cost_``.
 
 Datasets are split once into DESIGN sets, where defaults are chosen, and
@@ -85,7 +87,7 @@ FIXED: dict[str, dict[str, Any]] = {
 }
 BATCH = "batch (prior from y)"
 RULES = ("best", "one_se")
-FIT = "fit"  # the real LLMLabelClassifierCV fit (one_se, R repeats, all candidates, its temperature)
+FIT = "fit"  # the real LLMLabelClassifierCV fit (its defaults, R repeats)
 
 
 def draw_seed(name: str, n: int, draw: int) -> int:
@@ -136,6 +138,21 @@ def expected_calibration_error(classes: np.ndarray, proba: np.ndarray, y: np.nda
                      for b in range(bins) if (which == b).any()))
 
 
+def ece_floor(classes: np.ndarray, proba: np.ndarray, draws: int = 50) -> float:
+    """The ECE a perfectly calibrated model with these probabilities would
+    show on this many test texts: the mean ECE when each text's label is drawn
+    from its own predicted probabilities. With 300 texts and 10 bins this
+    floor is itself ~0.03-0.05, so an ECE near it cannot be told from
+    perfect calibration (seeded, so reruns agree)."""
+    rng = np.random.default_rng(0)
+    cumulative = np.cumsum(proba / proba.sum(axis=1, keepdims=True), axis=1)
+    eces = []
+    for _ in range(draws):
+        drawn = (rng.random((len(proba), 1)) > cumulative).sum(axis=1).clip(0, len(classes) - 1)
+        eces.append(expected_calibration_error(classes, proba, classes[drawn]))
+    return float(np.mean(eces))
+
+
 def scores(classes: np.ndarray, proba: np.ndarray, y: np.ndarray) -> dict[str, float]:
     from sklearn.metrics import accuracy_score, f1_score, log_loss
 
@@ -145,6 +162,7 @@ def scores(classes: np.ndarray, proba: np.ndarray, y: np.ndarray) -> dict[str, f
         "macro_f1": float(f1_score(y, pred, average="macro")),
         "log_loss": float(log_loss(y, np.clip(proba, 1e-12, 1), labels=classes)),
         "ece": expected_calibration_error(classes, proba, y),
+        "ece_floor": ece_floor(classes, proba),
     }
 
 
@@ -200,9 +218,10 @@ def split_table(cv_results: dict[str, Any]) -> np.ndarray:
 
 def mean_sem(table: np.ndarray, n_folds: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row the mean over its split scores and its standard error as
-    ``cv_results_``'s ``sem_test_score``: the standard deviation over
-    sqrt(folds of one repeat); NaN where a split failed."""
-    return table.mean(axis=1), table.std(axis=1) / np.sqrt(n_folds)
+    ``cv_results_``'s ``sem_test_score`` (``rules.split_sem``); NaN where a split failed."""
+    from llm_label_clf.selection.rules import split_sem
+
+    return table.mean(axis=1), split_sem(table, n_folds)
 
 
 def variant_name(rule: str, repeats: int, which: str) -> str:
@@ -282,13 +301,15 @@ def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int) -> d
     Xt, yt = test["text"].tolist(), test["label"].to_numpy()
     base = dict(progress=False, low_mass="ignore", random_state=seed)
     record: dict[str, Any] = {"dataset": name, "set": SETS[name][1], "n": n, "draw": d, "seed": seed,
+                              "repeats": repeats,
                               "train_classes": {str(k): int(v) for k, v in train["label"].value_counts().items()}}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # the fit first, so the training reads it makes (and its seconds) are its own
         began = time.perf_counter()
         try:
-            search = LLMLabelClassifierCV(LLMLabelClassifier(**base), rule="one_se", n_repeats=repeats).fit(X, y)
+            # the estimator's defaults (rule, recalibrate) but for the repeats the variants read
+            search = LLMLabelClassifierCV(LLMLabelClassifier(**base), n_repeats=repeats).fit(X, y)
         except ValueError as exc:
             search, record["fit_error"] = None, str(exc)
         fit_s = time.perf_counter() - began
@@ -318,7 +339,7 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
     rows, probas = candidate_scores(search, base, X, y, Xt, yt, wanted)
     without = search.best_estimator_.predict_proba(Xt)
     test_without = scores(search.classes_, without, yt)
-    own = picks[variant_name("one_se", repeats, "all")]["index"]
+    own = picks[variant_name(search.rule, repeats, "all")]["index"]
     sem = results.get("sem_test_score")
     fit = {
         "best_index": int(search.best_index_), "best_params": jsonable(search.best_params_),
@@ -370,7 +391,7 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
         return {"vs_best_fixed": _diff(acc, _acc(r["fixed"].get(best)) if best else None),
                 "vs_zero_shot": _diff(acc, _acc(r["fixed"].get("zero-shot"))),
                 "vs_batch": _diff(acc, _acc(r["fixed"].get(BATCH))),
-                **{m: (test or {}).get(m) for m in ("accuracy", "macro_f1", "log_loss", "ece")}}
+                **{m: (test or {}).get(m) for m in ("accuracy", "macro_f1", "log_loss", "ece", "ece_floor")}}
 
     per: dict[str, list[dict[str, Any]]] = {}
     picks: dict[str, Counter] = {}
@@ -459,6 +480,14 @@ def sizes_of(agg: dict[str, dict[str, Any]]) -> list[str]:
     return sorted({n for per in agg.values() for n in per}, key=int)
 
 
+def repeats_used(doc: dict[str, Any]) -> str:
+    """Each dataset's fit repeats (its draws record them; the first sst2 draws are from before they did)."""
+    used: dict[str, set[int]] = {}
+    for r in doc["draws"].values():
+        used.setdefault(r["dataset"], set()).add(int(r.get("repeats", doc["protocol"]["repeats"])))
+    return ", ".join(f"{name} {'/'.join(map(str, sorted(rs)))}" for name, rs in used.items())
+
+
 def markdown(doc: dict[str, Any]) -> str:
     agg = doc["aggregates"]
     p = doc["protocol"]
@@ -467,14 +496,17 @@ def markdown(doc: dict[str, Any]) -> str:
         machine_line(doc), "",
         (f"Per dataset a fixed stratified test set of {p['test']} texts (seed {TEST_SEED}); training sets drawn "
          f"from the other rows ({p['draws']} draws per size, every class at least once). One "
-         f"`LLMLabelClassifierCV(rule=\"one_se\", n_repeats={p['repeats']})` fit per draw; each variant "
-         "(rule / repeats / candidates) is that fit's split scores re-read: `one_se/r1/all` uses the first "
-         "repeat's (shuffled) folds only; `fewer` = no stacking, calibration None, batch or learned without "
-         "class weights. "
+         "`LLMLabelClassifierCV` fit per draw with its defaults (`rule=\"best\"`, no temperature) and "
+         f"`n_repeats` per dataset: {repeats_used(doc)} (the first sst2 draws fitted `rule=\"one_se\"` with a "
+         "temperature); each variant (rule / repeats / candidates) is that fit's split scores re-read: "
+         "`*/r1/*` uses the first repeat's folds only; `fewer` = no stacking, calibration None, batch or "
+         "learned without class weights. "
          "Differences are in accuracy points (mean ± SE over draws); the best fixed mode is chosen per draw by "
-         "test accuracy (an oracle). Variants' ECE and log-loss are without temperature. Bias: estimate − "
+         "test accuracy (an oracle). Variants' ECE and log-loss are without temperature; "
+         "ECE floor: what perfectly calibrated probabilities would show on these test texts (labels drawn from "
+         "the predicted probabilities), the noise an ECE of 300 texts carries. Bias: estimate − "
          "the pick's test neg-log-loss (no temperature). `fit` is the "
-         "real fit with its temperature."), "",
+         "real fit."), "",
         "Design sets (defaults chosen here): " + ", ".join(k for k, v in SETS.items() if v[1] == "design")
         + ". Report sets (run only to report): " + ", ".join(k for k, v in SETS.items() if v[1] == "report") + ".",
     ]
@@ -539,24 +571,26 @@ def summary(doc: dict[str, Any]) -> str:
     agg, p = doc["aggregates"], doc["protocol"]
     lines = ["<!-- selection:start -->", machine_line(doc), "",
              (f"Protocol: per dataset a fixed test set of {p['test']} texts; {p['draws']} random training sets per "
-              f"size; `LLMLabelClassifierCV(rule=\"one_se\", n_repeats={p['repeats']})` with its temperature. "
+              "size; the default `LLMLabelClassifierCV` (rule \"best\", no temperature), `n_repeats` per "
+              f"dataset: {repeats_used(doc)}. ECE floor: the ECE perfectly calibrated probabilities would show "
+              "on the same test texts. "
               "Accuracy differences in points, mean ± standard error over the draws; \"best fixed\" is the fixed "
               "mode with the best *test* accuracy in each draw (an oracle). Defaults were chosen on the design sets ("
               + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only; the rows below are the report "
               "sets."), ""]
-    table = ["| dataset | texts | draws | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE (without "
-             "temperature) | held-out estimate − test | fit: zero-shot passes |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    table = ["| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE "
+             "| ECE floor | held-out estimate − test | fit: zero-shot passes | fit s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     goal = []
     for name in [k for k in agg if SETS[k][1] == "report"]:
         for n, a in agg[name].items():
             f = a["variants"].get(FIT)
             if f is None:
                 continue
-            table.append(f"| {name} | {n} | {a['draws']} | {pm(f['vs_best_fixed'])} | {pm(f['vs_zero_shot'])} "
-                         f"| {pm(f['vs_batch'])} | {pm(f['macro_f1'], 3, False)} | {pm(f['ece'], 3, False)} "
-                         f"({pm(f['ece_without_temperature'], 3, False)}) | {pm(f['estimate_bias'], 3)} "
-                         f"| {pm(f['zero_shot_passes'], 1, False)} |")
+            table.append(f"| {name} | {n} | {a['draws']} | {pm(f['accuracy'], 3, False)} | {pm(f['vs_best_fixed'])} "
+                         f"| {pm(f['vs_zero_shot'])} | {pm(f['vs_batch'])} | {pm(f['macro_f1'], 3, False)} "
+                         f"| {pm(f['ece'], 3, False)} | {pm(f['ece_floor'], 3, False)} | {pm(f['estimate_bias'], 3)} "
+                         f"| {pm(f['zero_shot_passes'], 1, False)} | {pm(f['fit_s'], 0, False)} |")
             if int(n) >= 64 and None not in (f["vs_best_fixed"][0], f["vs_zero_shot"][0], f["ece"][0]):
                 met = f["vs_best_fixed"][0] >= -1 and f["vs_zero_shot"][0] >= 0 and f["ece"][0] <= 0.05
                 goal.append(f"{name} at {n}: {'met' if met else 'missed'}")
@@ -566,7 +600,9 @@ def summary(doc: dict[str, Any]) -> str:
         if ranking:
             top = ranking[0]
             rest = "; ".join(f"{v} {top[1]['vs_best_fixed'][0] - c['vs_best_fixed'][0]:.1f}" for v, c in ranking[1:])
-            lines += ["", f"Design sets, {n} texts: {top[0]} ranked first (CV − best fixed "
+            draws = ", ".join(f"{name} {agg[name][n]['draws']} draws" for name in agg
+                              if SETS[name][1] == "design" and n in agg[name])
+            lines += ["", f"Design sets, {n} texts ({draws}): {top[0]} ranked first (CV − best fixed "
                       f"{pm(top[1]['vs_best_fixed'])}); the others lost by (points): {rest}."]
     if goal:
         lines += ["", "Goal (report sets, 64 and 128 texts: CV ≥ best fixed − 1 point, ≥ zero-shot, ECE ≤ 0.05): "
@@ -602,7 +638,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64, 128])
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--test", type=int, default=300)
-    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=4,
+                        help="the fit's n_repeats (the default estimator has 1: what report runs use)")
     parser.add_argument("--resume", action="store_true", help="keep the draws already in the JSON, skip them")
     args = parser.parse_args()
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
@@ -616,8 +653,8 @@ def main() -> None:
     doc: dict[str, Any] = {"protocol": protocol, "sessions": [], "datasets": {}, "notes": [], "draws": {}}
     if args.resume and path.exists():
         doc = json.loads(path.read_text())
-        if {k: doc["protocol"][k] for k in ("test", "repeats", "test_seed")} != {
-                k: protocol[k] for k in ("test", "repeats", "test_seed")}:
+        # each draw records its own repeats; the test set must be the same
+        if {k: doc["protocol"][k] for k in ("test", "test_seed")} != {k: protocol[k] for k in ("test", "test_seed")}:
             raise SystemExit(f"--resume: {path} was run with {doc['protocol']}; these arguments say {protocol}")
         doc["protocol"]["draws"] = max(doc["protocol"]["draws"], args.draws)
     elif path.exists():

@@ -18,6 +18,7 @@ from sklearn.model_selection import RepeatedStratifiedKFold, check_cv
 
 from ..exceptions import warn_user
 from .candidates import Candidate
+from .rules import split_sem
 
 __all__ = ["fold_count", "results", "scorer", "split_rows", "usable_few_shots"]
 
@@ -133,8 +134,7 @@ def results(
     found: list[Candidate], per_split: list[list[dict[str, float]]], n_folds: int, complexity: Sequence[int]
 ) -> dict[str, Any]:
     """``cv_results_`` in ``GridSearchCV``'s layout, plus ``sem_test_<metric>``
-    (the splits' standard deviation over sqrt(``n_folds``), the folds of one
-    repeat: repeats reuse the texts) and each candidate's ``complexity``."""
+    (``rules.split_sem`` over ``n_folds``) and each candidate's ``complexity``."""
     names = sorted({k for c in found for k in c.params})
     results: dict[str, Any] = {"params": [dict(c.params) for c in found]}
     for key in names:
@@ -150,7 +150,7 @@ def results(
         mean = table.mean(axis=1)
         results[f"mean_test_{metric}"] = mean
         results[f"std_test_{metric}"] = table.std(axis=1)
-        results[f"sem_test_{metric}"] = table.std(axis=1) / np.sqrt(n_folds)
+        results[f"sem_test_{metric}"] = split_sem(table, n_folds)
         # NaN (a candidate that failed on a fold) ranks last, as in GridSearchCV
         ranked = rankdata(np.where(np.isnan(mean), np.inf, -mean), method="min")
         results[f"rank_test_{metric}"] = ranked.astype(np.int32)

@@ -21,7 +21,8 @@ import numpy as np
 
 from .candidates import Candidate
 
-__all__ = ["COMPLEXITY", "RULES", "choose", "complexity_of", "held_out_choices", "held_out_estimate"]
+__all__ = ["COMPLEXITY", "RULES", "check_rule", "choose", "complexity_of", "held_out_choices", "held_out_estimate",
+           "split_sem"]
 
 #: The complexity levels, simplest first: "one_se" prefers a lower level.
 COMPLEXITY = ("zero-shot", "zero-shot calibrated", "few-shot", "stacked")
@@ -47,9 +48,18 @@ def complexity_of(candidate: Candidate | Mapping[str, Any]) -> int:
     return 0 if params.get("calibration") is None else 1
 
 
-def _check_rule(rule: str) -> None:
+def check_rule(rule: Any, owner: str = "") -> None:
+    """Raises ValueError when ``rule`` is not one of ``RULES``; ``owner`` starts the message."""
     if rule not in RULES:
-        raise ValueError(f"rule must be one of {sorted(RULES)}; got {rule!r}")
+        prefix = f"{owner}: " if owner else ""
+        raise ValueError(f"{prefix}rule must be one of {sorted(RULES)}; got rule={rule!r}")
+
+
+def split_sem(split_scores: np.ndarray, n_folds: int) -> np.ndarray:
+    """Each row's standard error of its mean split score: the standard
+    deviation over sqrt(``n_folds``), the folds of one repeat (repeats reuse
+    the same texts, so they do not count as more folds)."""
+    return np.asarray(split_scores, dtype=np.float64).std(axis=-1) / np.sqrt(n_folds)
 
 
 def choose(means: np.ndarray, sems: np.ndarray, complexity: np.ndarray, rule: str) -> int:
@@ -61,7 +71,7 @@ def choose(means: np.ndarray, sems: np.ndarray, complexity: np.ndarray, rule: st
     candidate's standard error, the lowest complexity level, then the
     highest mean within it. A NaN mean is never chosen. Raises ValueError
     for an unknown rule or when every mean is NaN."""
-    _check_rule(rule)
+    check_rule(rule)
     means = np.asarray(means, dtype=np.float64)
     scored = ~np.isnan(means)
     if not scored.any():
@@ -82,7 +92,7 @@ def held_out_choices(split_scores: np.ndarray, complexity: np.ndarray, rule: str
     ``r``), the candidate ``rule`` chooses from the mean and standard error
     over the other folds of its repeat; -1 where no candidate has a score
     there. ``split_scores`` is (n_candidates, n_splits)."""
-    _check_rule(rule)
+    check_rule(rule)
     scores = np.asarray(split_scores, dtype=np.float64)
     n_splits = scores.shape[1]
     if n_folds < 2 or n_splits % n_folds:
@@ -92,7 +102,7 @@ def held_out_choices(split_scores: np.ndarray, complexity: np.ndarray, rule: str
         start = s - s % n_folds
         others = scores[:, [j for j in range(start, start + n_folds) if j != s]]
         means = others.mean(axis=1)
-        sems = others.std(axis=1) / np.sqrt(others.shape[1])
+        sems = split_sem(others, others.shape[1])
         if not np.isnan(means).all():
             chosen[s] = choose(means, sems, complexity, rule)
     return chosen
@@ -102,10 +112,9 @@ def held_out_estimate(split_scores: np.ndarray, complexity: np.ndarray, rule: st
     """The score of choosing by ``rule``, estimated on splits that took no
     part in the choice, and its standard error: each split scored by the
     candidate chosen without it (``held_out_choices``), the mean over the
-    splits and their standard deviation over sqrt(``n_folds``) (repeats
-    reuse the same texts, so they do not count as more folds). NaN where a
+    splits and its ``split_sem``. NaN where a
     split had no candidate to choose, or its choice failed on it."""
     scores = np.asarray(split_scores, dtype=np.float64)
     chosen = held_out_choices(scores, complexity, rule, n_folds)
     picked = np.array([scores[c, s] if c >= 0 else np.nan for s, c in enumerate(chosen)])
-    return float(picked.mean()), float(picked.std() / np.sqrt(n_folds))
+    return float(picked.mean()), float(split_sem(picked, n_folds))

@@ -38,7 +38,7 @@ from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import read_plans, reads_per_text
 from .candidates import Candidate, candidates
 from .folds import results, scorer, split_rows, usable_few_shots
-from .rules import RULES, choose, complexity_of, held_out_estimate
+from .rules import check_rule, choose, complexity_of, held_out_estimate
 from .scores import ReaderReads, StackingHead, fold_log_proba, score_fold
 from .temperature import fit_temperature, tempered
 
@@ -270,8 +270,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     def _check_options(self) -> None:
         """Raises ValueError naming a bad ``rule``, ``n_repeats`` or ``recalibrate``."""
         name = type(self).__name__
-        if self.rule not in RULES:
-            raise ValueError(f"{name}: rule must be one of {sorted(RULES)}; got rule={self.rule!r}")
+        check_rule(self.rule, name)
         repeats = self.n_repeats
         if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
             raise ValueError(f"{name}: n_repeats must be an int of at least 1; got n_repeats={repeats!r}")
