@@ -7,8 +7,8 @@ calibration with the uniform and the labels' prior), TF-IDF +
 LogisticRegression, and ONE ``LLMLabelClassifierCV(n_repeats=--repeats)``
 fit with the estimator's defaults otherwise (rule "best", no temperature; the
 first sst2 draws, before those defaults, fitted one_se with a temperature).
-Every candidate of that search is then fitted alone on the draw and scored on the test texts (its reads come from the
-cache), so the selection *variants* are look-ups, not refits: rule {best,
+Every candidate of that search is then fitted alone on the draw and scored on
+the test texts (its reads come from the cache), so the selection *variants* are look-ups, not refits: rule {best,
 one_se} x repeats {1 (the first fold columns), R} x candidates {all, fewer (no
 stacking; calibration None, batch or learned without class weights)}, each
 picking by ``rules.choose`` on means and standard errors recomputed from its
@@ -17,8 +17,9 @@ draws of accuracy(CV) - accuracy(best fixed mode, chosen per draw by test
 accuracy, which no user can do), - zero-shot, - batch calibration (prior from
 y), in points; macro-F1, log-loss and top-label ECE (10 bins) beside its
 floor (the ECE perfectly calibrated probabilities would show on these test
-texts); for the real fit ECE with and without its temperature, the bias of ``held_out_score_`` and
-of ``best_score_`` against the pick's test neg-log-loss, and ``fit_cost_``.
+texts); for the real fit ECE with and without its temperature, the bias of
+``held_out_score_`` and of ``best_score_`` against the pick's test
+neg-log-loss, and ``fit_cost_``.
 
 Datasets are split once into DESIGN sets, where defaults are chosen, and
 REPORT sets, only run to report (``SETS``). Built-in model, class names as
@@ -86,7 +87,6 @@ FIXED: dict[str, dict[str, Any]] = {
     "few_shot=4 + batch (prior from y)": {"few_shot": 4, "calibration": "batch"},
 }
 BATCH = "batch (prior from y)"
-RULES = ("best", "one_se")
 FIT = "fit"  # the real LLMLabelClassifierCV fit (its defaults, R repeats)
 
 
@@ -228,13 +228,13 @@ def variant_name(rule: str, repeats: int, which: str) -> str:
     return f"{rule}/r{repeats}/{which}"
 
 
-def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, n_folds: int, repeats: int,
-                  choose: Any = None, held_out_estimate: Any = None) -> dict[str, dict[str, Any]]:
+def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, n_folds: int,
+                  repeats: int) -> dict[str, dict[str, Any]]:
     """Each variant's pick (a row of ``table``) and its estimates, from the
     split scores alone: the 1-repeat variants use the first n_folds columns
     (column = repeat * n_folds + fold)."""
-    if choose is None or held_out_estimate is None:
-        from llm_label_clf.selection.rules import choose, held_out_estimate
+    from llm_label_clf.selection.rules import RULES, choose, held_out_estimate
+
     if table.shape[1] != n_folds * repeats:
         raise ValueError(f"{table.shape[1]} split columns are not {repeats} repeats of {n_folds} folds")
     picks = {}
@@ -453,7 +453,7 @@ def design_ranking(agg: dict[str, dict[str, Any]], n: str) -> list[tuple[str, di
             found[v][key] = ([float(np.mean(means)), float(np.sqrt(np.sum(np.square(ses)))) / len(ses), len(means)]
                              if None not in means else [None, None, 0])
     ranked = [item for item in found.items() if item[1]["vs_best_fixed"][0] is not None]
-    return sorted(ranked, key=lambda item: -item[1]["vs_best_fixed"][0])
+    return sorted(ranked, key=lambda item: (-item[1]["vs_best_fixed"][0], item[0]))  # ties by name: reruns agree
 
 
 # ---------------------------------------------------------------- Markdown

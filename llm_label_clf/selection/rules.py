@@ -112,8 +112,8 @@ def held_out_estimate(split_scores: np.ndarray, complexity: np.ndarray, rule: st
     """The score of choosing by ``rule``, estimated on splits that took no
     part in the choice, and its standard error: each split scored by the
     candidate chosen without it (``held_out_choices``), the mean over the
-    splits and its ``split_sem``. NaN where a
-    split had no candidate to choose, or its choice failed on it."""
+    splits and its ``split_sem``. NaN where a split had no candidate to
+    choose, or its choice failed on it."""
     scores = np.asarray(split_scores, dtype=np.float64)
     chosen = held_out_choices(scores, complexity, rule, n_folds)
     picked = np.array([scores[c, s] if c >= 0 else np.nan for s, c in enumerate(chosen)])
