@@ -5,8 +5,11 @@ stratified test set (``--test`` texts, seed 0), and from the other rows
 class at least once). Per draw: every fixed mode (zero-shot, few-shot, each
 calibration with the uniform and the labels' prior), TF-IDF +
 LogisticRegression, and ONE ``LLMLabelClassifierCV(n_repeats=--repeats)``
-fit with the estimator's defaults otherwise (rule "best", no temperature; the
-first sst2 draws, before those defaults, fitted one_se with a temperature).
+fit with the estimator's defaults otherwise (rule "best", ``max_passes`` 10;
+the first sst2 draws, before those defaults, fitted one_se with a
+temperature). Its probabilities are ``best_estimator_``'s, as the default
+``recalibrate=None`` gives them; a temperature is fitted beside them only to
+record what it would do (always, or on few-shot and stacked picks only).
 Every candidate of that search is then fitted alone on the draw and scored on
 the test texts (its reads come from the cache), so the selection *variants* are look-ups, not refits: rule {best,
 one_se} x repeats {1 (the first fold columns), R} x candidates {all, fewer (no
@@ -163,6 +166,8 @@ def scores(classes: np.ndarray, proba: np.ndarray, y: np.ndarray) -> dict[str, f
         "log_loss": float(log_loss(y, np.clip(proba, 1e-12, 1), labels=classes)),
         "ece": expected_calibration_error(classes, proba, y),
         "ece_floor": ece_floor(classes, proba),
+        # > 0: the top label is given more probability than it earns (overconfident), < 0: less
+        "overconfidence": float(proba.max(axis=1).mean() - accuracy_score(y, pred)),
     }
 
 
@@ -308,8 +313,10 @@ def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int) -> d
         # the fit first, so the training reads it makes (and its seconds) are its own
         began = time.perf_counter()
         try:
-            # the estimator's defaults (rule, recalibrate) but for the repeats the variants read
-            search = LLMLabelClassifierCV(LLMLabelClassifier(**base), n_repeats=repeats).fit(X, y)
+            # the estimator's defaults but for the repeats the variants read, and a temperature fitted only
+            # to record what it would do: it changes no choice, and best_estimator_ is the default's model
+            search = LLMLabelClassifierCV(LLMLabelClassifier(**base), n_repeats=repeats,
+                                          recalibrate="temperature").fit(X, y)
         except ValueError as exc:
             search, record["fit_error"] = None, str(exc)
         fit_s = time.perf_counter() - began
@@ -348,7 +355,11 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
         "temperature": None if search.temperature_ is None else float(search.temperature_),
         "n_splits": int(search.n_splits_), "n_folds": n_folds, "split_columns": int(table.shape[1]), "fit_s": fit_s,
         "fit_cost": {k: v.item() if isinstance(v, np.generic) else v for k, v in search.fit_cost_.items()},
-        "test": scores(search.classes_, search.predict_proba(Xt), yt), "test_without_temperature": test_without,
+        # the default (recalibrate=None) gives best_estimator_'s probabilities; "test" was with the
+        # temperature in the first sst2 draws, which fitted recalibrate="temperature" as their default
+        "test": test_without, "test_without_temperature": test_without,
+        "test_with_temperature": scores(search.classes_, search.predict_proba(Xt), yt),
+        "pick_complexity": int(complexity[search.best_index_]),
         "variant_matches_fit": own == int(search.best_index_),
         "sem_matches_fit": sem is not None and bool(
             np.allclose(mean_sem(table, n_folds)[1], np.asarray(sem, dtype=float), equal_nan=True)),
@@ -410,18 +421,35 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
                 "log_loss_without_temperature": f["test_without_temperature"]["log_loss"],
                 "estimate_bias": f["held_out_score"] - loss, "cv_mean_bias": f["best_score"] - loss,
                 "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
+                **temperature_variants(f),
                 "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
                 "matches": float(f["variant_matches_fit"]), "sem_matches": float(f["sem_matches_fit"])})
             picks.setdefault(FIT, Counter())[f["chose"]] += 1
     out: dict[str, Any] = {"draws": len(draws), "variants": {}}
     for v, rows in per.items():
-        out["variants"][v] = {key: mean_se([row[key] for row in rows]) for key in rows[0]}
+        keys = dict.fromkeys(key for row in rows for key in row)  # newer draws record more
+        out["variants"][v] = {key: mean_se([row.get(key) for row in rows]) for key in keys}
         out["variants"][v]["picks"] = dict(picks[v].most_common())
     out["baselines"] = {label: mean_se([_acc(r["fixed"].get(label)) for r in draws])
                         for label in ("zero-shot", BATCH)}
     out["baselines"]["best fixed (oracle)"] = mean_se([_acc(r["fixed"].get(best_fixed(r) or "")) for r in draws])
     out["baselines"]["TF-IDF + LR"] = mean_se([_acc(r["tfidf"]) for r in draws])
     out["best_fixed_modes"] = dict(Counter(best_fixed(r) for r in draws).most_common())
+    return out
+
+
+def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
+    """For draws that recorded both: the pick's test ECE, log-loss and
+    overconfidence with its temperature always, and with it only on few-shot
+    and stacked picks (complexity >= 2; item 4 of issue 28)."""
+    with_t, without = f.get("test_with_temperature"), f["test_without_temperature"]
+    if with_t is None:
+        return {}
+    complex_pick = f["pick_complexity"] >= 2
+    out: dict[str, float | None] = {"overconfidence": without.get("overconfidence")}
+    for metric in ("ece", "log_loss", "overconfidence"):
+        out[f"{metric}_with_temperature"] = with_t.get(metric)
+        out[f"{metric}_temperature_if_complex"] = (with_t if complex_pick else without).get(metric)
     return out
 
 
@@ -595,6 +623,7 @@ def summary(doc: dict[str, Any]) -> str:
                 met = f["vs_best_fixed"][0] >= -1 and f["vs_zero_shot"][0] >= 0 and f["ece"][0] <= 0.05
                 goal.append(f"{name} at {n}: {'met' if met else 'missed'}")
     lines += table if len(table) > 2 else []
+    lines += temperature_table(agg)
     for n in sizes_of(agg):
         ranking = design_ranking(agg, n)
         if ranking:
@@ -608,6 +637,33 @@ def summary(doc: dict[str, Any]) -> str:
         lines += ["", "Goal (report sets, 64 and 128 texts: CV ≥ best fixed − 1 point, ≥ zero-shot, ECE ≤ 0.05): "
                   + "; ".join(goal) + "."]
     return "\n".join([*lines, "<!-- selection:end -->"]) + "\n"
+
+
+def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
+    """Lines of a table, per dataset and size whose draws recorded it: the
+    fit's test ECE and log-loss as the default gives them, with the
+    temperature always, and with it on few-shot and stacked picks only;
+    overconfidence is mean top-label probability minus accuracy."""
+    rows = []
+    for name, sizes in agg.items():
+        for n, a in sizes.items():
+            f = a["variants"].get(FIT, {})
+            if not f.get("ece_with_temperature", [None])[0]:
+                continue
+            rows.append(f"| {name} ({SETS[name][1]}) | {n} | {f['ece_with_temperature'][2]} "
+                        f"| {pm(f['ece'], 3, False)} | {pm(f['ece_with_temperature'], 3, False)} "
+                        f"| {pm(f['ece_temperature_if_complex'], 3, False)} | {pm(f['log_loss'], 3, False)} "
+                        f"| {pm(f['log_loss_with_temperature'], 3, False)} "
+                        f"| {pm(f['log_loss_temperature_if_complex'], 3, False)} | {pm(f['overconfidence'], 3)} "
+                        f"| {pm(f['overconfidence_with_temperature'], 3)} |")
+    if not rows:
+        return []
+    return ["", "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
+            "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
+            "and stacked picks; overconfidence is the mean top-label probability minus accuracy.", "",
+            "| dataset | texts | draws | ECE | ECE, T always | ECE, T on few-shot/stacked | log-loss "
+            "| log-loss, T always | log-loss, T on few-shot/stacked | overconfidence | overconfidence, T always |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
 def write(doc: dict[str, Any]) -> None:

@@ -22,9 +22,10 @@ from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
 from llm_label_clf.fitting.calibration import class_prior
 from llm_label_clf.reading.cache import ReadCache
+from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.rules import choose, complexity_of, held_out_choices, held_out_estimate
-from llm_label_clf.selection.scores import ReaderReads, fold_log_proba
+from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
 
 N_TEXTS = 48
 PROMPTS = [SST2_TEMPLATE, {"prompt": "Text: {text}\nIs it {labels}?\nAnswer:", "instructions": None}]
@@ -104,8 +105,6 @@ def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, eng
         {"calibration": "batch", "calibration_prior": "uniform"},
         {"calibration": "learned", "class_weight": "balanced"},
     ):
-        from llm_label_clf.selection.candidates import Candidate
-
         got = fold_log_proba(Candidate(0, params), readers, y_index, classes, train, test, 0)  # base's random_state
         fitted = clone(base).set_params(**params).fit(list(X_arr[train]), y[train])
         want = fitted.predict_log_proba(list(X_arr[test]))
@@ -173,6 +172,15 @@ def test_stacked_candidate_refits_as_a_pipeline_of_the_readers(selected, sst2):
     proba = model.predict_proba(X[:8])
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert model.predict(X[:8]).dtype == y.dtype
+    # the head is fitted on the rows no reader shows: a few-shot reader's read of its own example knows the answer
+    with cache.active():
+        features = model.named_steps["features"].transform(X)
+    hidden = np.setdiff1d(np.arange(len(X)), selected.example_rows_)
+    head = model.named_steps["head"]
+    alone = StackingHead(head.class_weight, head.random_state).fit(features[hidden], y[hidden])
+    leaky = StackingHead(head.class_weight, head.random_state).fit(features, y)
+    np.testing.assert_allclose(head.predict_proba(features), alone.predict_proba(features), atol=1e-12)
+    assert np.abs(head.predict_proba(features) - leaky.predict_proba(features)).max() > 1e-3
 
 
 def test_few_shot_examples_are_drawn_as_the_refit_draws_them_and_never_scored(selected, sst2):
@@ -262,6 +270,14 @@ def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
             assert np.all(np.isfinite(split_scores)) and max(split_scores) < 0
     assert cv.cv_results_["rank_test_score"][learned] == len(calibrations)
     assert cv.best_params_["calibration"] in (None, "batch")
+    # one example per class shows the only "neutral" text: no fold can score that class, and fit says so
+    with pytest.warns(UserWarning) as caught:
+        shot = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **{**small, "few_shots": [0, 1]}).fit(
+            texts, labels
+        )
+    said = " | ".join(str(w.message) for w in caught)
+    assert "take every training text of class(es) ['neutral'], so no fold scores them" in said
+    assert len(texts) - 1 in shot.example_rows_
 
 
 def test_bad_candidates_and_targets_are_named(engine, sst2):
@@ -284,6 +300,8 @@ def test_bad_candidates_and_targets_are_named(engine, sst2):
         LLMLabelClassifierCV(n_repeats=0).fit(X, y)
     with pytest.raises(ValueError, match=r"rule must be one of \['best', 'one_se'\]; got rule='min'"):
         LLMLabelClassifierCV(rule="min").fit(X, y)
+    with pytest.raises(ValueError, match=r"max_passes must be None .* of at least 1 .*; got max_passes=0.5"):
+        LLMLabelClassifierCV(max_passes=0.5).fit(X, y)
     with pytest.raises(ValueError, match="recalibrate must be 'temperature' or None; got recalibrate='platt'"):
         LLMLabelClassifierCV(recalibrate="platt").fit(X, y)
 
@@ -315,6 +333,31 @@ def test_repeats_and_an_enclosing_cache_read_nothing_more(engine, sst2):
     )
     assert twice.temperature_ == 1.0
     np.testing.assert_array_equal(proba, best_proba)
+
+
+def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2):
+    """Four readers of one read per text would cost 4 x 27 / 24 = 4.5 passes
+    over 24 texts (3 content-free inputs each); max_passes=2.5 leaves out the
+    few-shot readers, the later first, and never the first reader. fit reads
+    exactly what the budget counted, warns naming what it left out, and
+    stacks the readers it kept. Labels of several tokens (emotion's under the
+    chat template: 5 reads per text) cost a reader more, on the same rule."""
+    X, y = sst2[0][:24], sst2[1][:24]
+    small = dict(prompts=PROMPTS, few_shots=(0, 1), calibrations=[None], cv=2, max_passes=2.5)
+    with pytest.warns(UserWarning, match=r"exceed max_passes=2.5 .* left out: .*'few_shot': 1.*'few_shot': 1"):
+        cv = LLMLabelClassifierCV(make_classifier(random_state=0, low_mass="ignore"), **small).fit(X, y)
+    assert [r["few_shot"] for r in cv.readers_] == [0, 0] and [r["few_shot"] for r in cv.skipped_readers_] == [1, 1]
+    assert [r["prompt"] for r in cv.readers_] == [PROMPTS[0], PROMPTS[1]["prompt"]]
+    assert cv.fit_cost_["engine_reads"] == 2 * (24 + 3)
+    assert cv.fit_cost_["zero_shot_passes"] == pytest.approx(passes([1, 1], 24, 3)) == 2.25
+    assert [p.get("stack", False) for p in cv.cv_results_["params"]] == [False, False, True, True]
+    assert not any(p.get("few_shot") for p in cv.cv_results_["params"])
+    # emotion at 64 texts: the default prompt and the instruction line read once per text, the chat turn 5 times
+    costs, few_shots = [1, 1, 1, 1, 5, 5], [0, 4, 0, 4, 0, 4]
+    assert readers_within(costs, few_shots, 64, 3, 10.0) == [0, 1, 2, 3, 4]
+    assert passes(costs, 64, 3) > 10 >= passes(costs[:5], 64, 3)
+    assert readers_within(costs, few_shots, 64, 3, None) == list(range(6))
+    assert readers_within([5, 1, 1], [0, 0, 4], 64, 3, 1.0) == [0]  # the first reader is always kept
 
 
 # --- the selection rules, on hand-built score tables (no engine) --------------

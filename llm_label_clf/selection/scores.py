@@ -49,11 +49,18 @@ class StackingHead(ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> StackingHead:
-        self.classes_, y_index = np.unique(y, return_inverse=True)
+    def fit(self, X: np.ndarray, y: np.ndarray, example_rows: Sequence[int] = ()) -> StackingHead:
+        """Fits on the rows of ``X`` other than ``example_rows``: the texts a
+        few-shot reader shows as examples, whose reads of themselves know the
+        answer (as the learned calibration leaves them out). Fitted on them,
+        the regression learned to trust the few-shot readers and was
+        overconfident on new texts."""
+        self.classes_ = np.unique(y)
+        rows = rows_not_shown(range(len(y)), example_rows)
+        y_index = np.searchsorted(self.classes_, np.asarray(y)[rows])
         weights = index_weights(self.class_weight, self.classes_.tolist())
         self.calibrator_ = LearnedCalibrator.fit(
-            np.asarray(X, dtype=np.float64), y_index, len(self.classes_),
+            np.asarray(X, dtype=np.float64)[rows], y_index, len(self.classes_),
             random_state=self.random_state, class_weight=weights,
         )
         return self
@@ -82,7 +89,8 @@ def fold_log_proba(
     if candidate.reader is None:
         features = np.hstack([r.reads.class_logprobs for r in readers])
         head = StackingHead(candidate.params["class_weight"], learned_seed(random_state))
-        head.fit(features[train], classes[y_index[train]])
+        shown = {row for r in readers for row in r.shown}
+        head.fit(features[train], classes[y_index[train]], [k for k, row in enumerate(train) if row in shown])
         return np.log(np.clip(head.predict_proba(features[test]), 1e-300, None))
     reader = readers[candidate.reader]
     params = candidate.params

@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..classifier import LLMLabelClassifier
 from ..engines import engine_for
 from ..exceptions import warn_user
-from ..fitting.calibration import CALIBRATIONS, learned_seed, rows_not_shown
+from ..fitting.calibration import CALIBRATIONS, CONTENT_FREE_INPUTS, learned_seed, rows_not_shown
 from ..fitting.fit import content_free_log_proba
 from ..fitting.inputs import as_records
 from ..fitting.params import check_params
@@ -36,6 +36,7 @@ from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
 from ..fitting.targets import as_target
 from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import read_plans, reads_per_text
+from .budget import check_max_passes, readers_within, without_readers
 from .candidates import Candidate, candidates
 from .folds import results, scorer, split_rows, usable_few_shots
 from .rules import check_rule, choose, complexity_of, held_out_estimate
@@ -58,10 +59,12 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
 
     Each candidate list below is searched as a grid (as ``GridSearchCV``'s
     ``param_grid``); parameters not searched come from ``estimator``. Cheap by
-    construction: each distinct prompt is read once per training text (plus
-    three content-free inputs), and every calibration, length norm, class
-    weight and fold is computed from those reads; few-shot prompts share their
-    prefix through vLLM's prefix cache. ``fit_cost_`` reports what fit read.
+    construction: each distinct prompt is read once per training text (once
+    per distinct label prefix when labels take several tokens; plus three
+    content-free inputs), and every calibration, length norm, class weight and
+    fold is computed from those reads; few-shot prompts share their prefix
+    through vLLM's prefix cache. ``max_passes`` bounds the reads, and
+    ``fit_cost_`` reports what fit read.
 
     Parameters
     ----------
@@ -92,7 +95,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     stack : bool, default=True
         Also try a logistic regression over every prompt's label logprobs
         (``transform`` features side by side); if it wins, ``best_estimator_``
-        is a pipeline of a ``FeatureUnion`` of the readers and that model.
+        is a pipeline of a ``FeatureUnion`` of the readers and that model. The
+        regression is fitted on the texts no reader shows as a few-shot
+        example (a reader's read of its own example knows the answer), on
+        every fold and in the refit (``example_rows_``).
     scoring : str, callable, list, dict or None, default="neg_log_loss"
         As ``GridSearchCV``'s. Several metrics: ``refit`` names the one that
         chooses; ``cv_results_`` holds them all. "neg_log_loss" is told every
@@ -131,6 +137,16 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         unchanged. None: ``temperature_`` is 1 and the probabilities are
         ``best_estimator_``'s. Not the default: on the design sets (SST-2, 64
         texts, 10 draws) it raised the test ECE from 0.065 to 0.079.
+    max_passes : float or None, default=10.0
+        The most zero-shot passes over the training texts fit may read (reads
+        per text of every reader, content-free inputs included, over those of
+        the first reader, the estimator's own prompt). Readers beyond it are
+        left out before anything is read, the costliest first (few-shot
+        before zero-shot at the same cost), with a warning naming them; the
+        first reader never is. Labels that are one token under one prompt
+        and several under another make the difference: under the chat
+        template the reply starts without a space, where "sadness" takes 3
+        tokens and " sadness" 1. None reads every reader.
 
     Attributes
     ----------
@@ -173,6 +189,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         ``temperature_`` applied.
     readers_ : list of dict
         The distinct ways of reading tried, as estimator parameters.
+    skipped_readers_ : list of dict
+        The ways of reading left out by ``max_passes`` (empty when none).
     example_rows_ : list of int
         Training rows some reader shows as few-shot examples: in every fold's
         training part, never scored.
@@ -238,6 +256,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         rule: str = "best",
         n_repeats: int = 1,
         recalibrate: str | None = None,
+        max_passes: float | None = 10.0,
     ) -> None:
         self.estimator = estimator
         self.prompts = prompts
@@ -255,6 +274,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.rule = rule
         self.n_repeats = n_repeats
         self.recalibrate = recalibrate
+        self.max_passes = max_passes
 
     # ------------------------------------------------------------------ fit
 
@@ -268,9 +288,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return clone(self.estimator)
 
     def _check_options(self) -> None:
-        """Raises ValueError naming a bad ``rule``, ``n_repeats`` or ``recalibrate``."""
+        """Raises ValueError naming a bad ``rule``, ``n_repeats``, ``recalibrate`` or ``max_passes``."""
         name = type(self).__name__
         check_rule(self.rule, name)
+        check_max_passes(self.max_passes, name)
         repeats = self.n_repeats
         if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
             raise ValueError(f"{name}: n_repeats must be an int of at least 1; got n_repeats={repeats!r}")
@@ -307,8 +328,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         ------
         ValueError
             ``y`` is missing or has several outputs, ``estimator`` is not an
-            ``LLMLabelClassifier``, ``rule``, ``n_repeats`` or ``recalibrate``
-            is bad, or a candidate has a bad parameter (naming the candidate).
+            ``LLMLabelClassifier``, ``rule``, ``n_repeats``, ``recalibrate`` or
+            ``max_passes`` is bad, or a candidate has a bad parameter (naming the candidate).
         """
         began = time.perf_counter()
         name = type(self).__name__
@@ -346,13 +367,15 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active():
-            fitted, reads = self._read_all(base, readers, X, records, y_values)
+            fitted = self._plan(base, readers, X, y_values)
+            readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
+            reads = self._read_all(fitted, records)
             classes = fitted[0].classes_
             y_index = np.searchsorted(classes, y_values)
             shown = sorted({row for r in reads for row in r.shown})
             self.readers_ = readers
             self.example_rows_ = shown
-            folds = self._folds(base, y_index, shown)
+            folds = self._folds(base, y_index, shown, classes)
             held_out = self._score(base, found, reads, classes, y_index, folds)
             chosen = found[self.best_index_]
             recalibrated = self.recalibrate is not None
@@ -372,35 +395,63 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         return self
 
-    def _read_all(
-        self,
-        base: LLMLabelClassifier,
-        readers: list[dict[str, Any]],
-        X: Any,
-        records: list[dict[str, str]],
-        y: np.ndarray,
-    ) -> tuple[list[LLMLabelClassifier], list[ReaderReads]]:
-        """Each reader fitted without calibration (a plan, no reads), then its
-        reads of every training text and of the content-free inputs."""
-        fitted, reads = [], []
-        for params in _bar(readers, base.progress, "reading", "reader"):
-            reader = clone(base).set_params(**params, calibration=None).fit(X, y)
+    def _plan(
+        self, base: LLMLabelClassifier, readers: list[dict[str, Any]], X: Any, y: np.ndarray
+    ) -> list[LLMLabelClassifier]:
+        """Each reader fitted without calibration: its reading plan, no reads."""
+        return [clone(base).set_params(**params, calibration=None).fit(X, y) for params in readers]
+
+    def _within_budget(
+        self, readers: list[dict[str, Any]], found: list[Candidate], fitted: list[LLMLabelClassifier], n_texts: int
+    ) -> tuple[list[dict[str, Any]], list[Candidate], list[LLMLabelClassifier]]:
+        """The readers, candidates and plans kept within ``max_passes``
+        (``budget``); sets ``skipped_readers_`` and warns naming the left out."""
+        costs = [reads_per_text(reader.plans_[0]) for reader in fitted]
+        few_shots = [int(params.get("few_shot") or 0) for params in readers]
+        kept = readers_within(costs, few_shots, n_texts, len(CONTENT_FREE_INPUTS), self.max_passes)
+        self.skipped_readers_ = [readers[r] for r in range(len(readers)) if r not in kept]
+        if self.skipped_readers_:
+            named = "; ".join(
+                f"{readers[r]} ({costs[r]} reads per text)" for r in range(len(readers)) if r not in kept
+            )
+            warn_user(
+                f"{type(self).__name__}: reading every candidate prompt would exceed max_passes={self.max_passes} "
+                f"zero-shot passes over the training texts (the first reads {costs[0]} per text); left out: "
+                f"{named}. Pass max_passes=None to read them all.",
+                UserWarning,
+            )
+        readers, found = without_readers(readers, found, kept)
+        return readers, found, [fitted[r] for r in kept]
+
+    def _read_all(self, fitted: list[LLMLabelClassifier], records: list[dict[str, str]]) -> list[ReaderReads]:
+        """Each planned reader's reads of every training text and of the content-free inputs."""
+        reads = []
+        for reader in _bar(fitted, fitted[0].progress, "reading", "reader"):
             plan = reader.plans_[0]
             engine = engine_for(reader.model, reader.base_url, reader.engine_options, owner=type(self).__name__)
             every = read_plans([plan], records, engine, batch_size=reader.batch_size, progress=reader.progress)[0]
-            fitted.append(reader)
             reads.append(ReaderReads(every, content_free_log_proba(plan, engine), tuple(reader.few_shot_rows_)))
-        return fitted, reads
+        return reads
 
-    def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray, shown: list[int]) -> list[Any]:
+    def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray, shown: list[int], classes: np.ndarray) -> list[Any]:
         """The (train, test) rows of every split: folds (repeated with
         ``n_repeats``) of the rows not shown as examples, each training part
-        with the shown rows; sets ``n_splits_`` and ``n_folds_``."""
+        with the shown rows; sets ``n_splits_`` and ``n_folds_``. Warns when
+        the examples took every text of a class: no fold scores that class."""
         seed = None
         if self.n_repeats > 1:  # the repeats' shuffles follow the estimator's random_state, left unadvanced
             state = clone(base.random_state, safe=False)
             seed = state if isinstance(state, numbers.Integral) else check_random_state(state).randint(2**31 - 1)
         pool = rows_not_shown(range(len(y_index)), shown)
+        unscored = classes[np.setdiff1d(np.unique(y_index), y_index[pool])]
+        if unscored.size:
+            warn_user(
+                f"{type(self).__name__}: the few-shot examples take every training text of class(es) "
+                f"{unscored.tolist()}, so no fold scores them: best_score_ and held_out_score_ leave their "
+                "errors out and overstate the score on new texts. Pass more texts of those classes, or smaller "
+                "few_shots.",
+                UserWarning,
+            )
         folds, self.n_folds_ = split_rows(self.cv, self.n_repeats, seed, pool, y_index, shown)
         self.n_splits_ = len(folds)
         return folds
@@ -505,7 +556,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             [(f"reader_{r}", clone(base).set_params(**params, calibration=None)) for r, params in enumerate(readers)]
         )
         head = StackingHead(best.params["class_weight"], learned_seed(base.random_state))
-        return Pipeline([("features", union), ("head", head)]).fit(X, y)
+        # the readers draw the examples the scoring's readers drew: the head leaves those rows out
+        return Pipeline([("features", union), ("head", head)]).fit(X, y, head__example_rows=self.example_rows_)
 
     # ----------------------------------------------------------- prediction
 

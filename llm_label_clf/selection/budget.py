@@ -1,0 +1,76 @@
+"""The read budget of ``LLMLabelClassifierCV``: which readers to leave out so
+that ``fit`` reads the training texts at most ``max_passes`` times as often
+as one zero-shot read with the estimator's own prompt would.
+
+A reader's cost is known from its plan before anything is read: one read per
+distinct label prefix per text (``reads_per_text``), for the training texts
+and the content-free inputs alike. Labels that take several tokens under one
+prompt but not another make the difference: under the chat template the reply
+starts without a space, where "sadness" is three tokens and " sadness" one, so
+that prompt's readers read a text five times where the default prompt reads it
+once. Left out first: the most reads per text, a few-shot reader before a
+zero-shot one of the same cost (its prompt is longer), the later before the
+earlier; never the first reader, the estimator's own way of reading. Plain
+arithmetic on counts; nothing here reads."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from .candidates import Candidate
+
+__all__ = ["check_max_passes", "passes", "readers_within", "without_readers"]
+
+
+def check_max_passes(max_passes: Any, owner: str) -> None:
+    """Raises ValueError unless ``max_passes`` is None or a real number of at least 1."""
+    if max_passes is None:
+        return
+    if isinstance(max_passes, bool) or not isinstance(max_passes, numbers.Real) or not max_passes >= 1:
+        raise ValueError(
+            f"{owner}: max_passes must be None (read every reader) or a number of at least 1 "
+            f"(zero-shot passes over the training texts); got max_passes={max_passes!r}"
+        )
+
+
+def passes(reads_per_text: Sequence[int], n_texts: int, extra_inputs: int) -> float:
+    """The zero-shot passes that reading every reader's texts and its
+    ``extra_inputs`` (the content-free inputs) costs: their reads over
+    ``n_texts`` reads of the first reader, as ``fit_cost_`` counts them."""
+    return sum(reads_per_text) * (n_texts + extra_inputs) / (max(reads_per_text[0], 1) * max(n_texts, 1))
+
+
+def readers_within(
+    reads_per_text: Sequence[int],
+    few_shots: Sequence[int],
+    n_texts: int,
+    extra_inputs: int,
+    max_passes: float | None,
+) -> list[int]:
+    """The indices (in order) of the readers kept within ``max_passes``: the
+    costliest left out first (few-shot before zero-shot at the same cost,
+    later before earlier), never the first. All of them when None."""
+    kept = list(range(len(reads_per_text)))
+    if max_passes is None:
+        return kept
+    order = sorted(kept[1:], key=lambda r: (reads_per_text[r], few_shots[r] > 0, r), reverse=True)
+    for r in order:
+        if passes([reads_per_text[k] for k in kept], n_texts, extra_inputs) <= max_passes:
+            break
+        kept.remove(r)
+    return kept
+
+
+def without_readers(
+    readers: list[dict[str, Any]], found: list[Candidate], kept: Sequence[int]
+) -> tuple[list[dict[str, Any]], list[Candidate]]:
+    """``readers`` and ``found`` with only the ``kept`` readers' candidates
+    (and the stacked ones, now over the kept readers), reader indices renumbered."""
+    index = {old: new for new, old in enumerate(kept)}
+    return [readers[r] for r in kept], [
+        Candidate(None if c.reader is None else index[c.reader], c.params)
+        for c in found
+        if c.reader is None or c.reader in index
+    ]
