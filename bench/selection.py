@@ -648,7 +648,7 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
     for name, sizes in agg.items():
         for n, a in sizes.items():
             f = a["variants"].get(FIT, {})
-            if not f.get("ece_with_temperature", [None])[0]:
+            if f.get("ece_with_temperature", [None])[0] is None:
                 continue
             rows.append(f"| {name} ({SETS[name][1]}) | {n} | {f['ece_with_temperature'][2]} "
                         f"| {pm(f['ece'], 3, False)} | {pm(f['ece_with_temperature'], 3, False)} "

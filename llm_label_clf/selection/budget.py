@@ -21,7 +21,7 @@ from typing import Any
 
 from .candidates import Candidate
 
-__all__ = ["check_max_passes", "passes", "readers_within", "without_readers"]
+__all__ = ["check_max_passes", "passes", "readers_within", "without_readers", "zero_shot_passes"]
 
 
 def check_max_passes(max_passes: Any, owner: str) -> None:
@@ -35,11 +35,17 @@ def check_max_passes(max_passes: Any, owner: str) -> None:
         )
 
 
+def zero_shot_passes(reads: float, n_texts: int, first_reads_per_text: int) -> float:
+    """``reads`` in zero-shot passes: over the reads of one pass of the first
+    reader (the estimator's own prompt) over ``n_texts`` texts. The one
+    definition ``fit_cost_`` reports and the budget bounds."""
+    return reads / max(n_texts * first_reads_per_text, 1)
+
+
 def passes(reads_per_text: Sequence[int], n_texts: int, extra_inputs: int) -> float:
     """The zero-shot passes that reading every reader's texts and its
-    ``extra_inputs`` (the content-free inputs) costs: their reads over
-    ``n_texts`` reads of the first reader, as ``fit_cost_`` counts them."""
-    return sum(reads_per_text) * (n_texts + extra_inputs) / (max(reads_per_text[0], 1) * max(n_texts, 1))
+    ``extra_inputs`` (the content-free inputs) costs."""
+    return zero_shot_passes(sum(reads_per_text) * (n_texts + extra_inputs), n_texts, reads_per_text[0])
 
 
 def readers_within(

@@ -36,7 +36,7 @@ from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
 from ..fitting.targets import as_target
 from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import read_plans, reads_per_text
-from .budget import check_max_passes, readers_within, without_readers
+from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
 from .folds import results, scorer, split_rows, usable_few_shots
 from .rules import check_rule, choose, complexity_of, held_out_estimate
@@ -384,12 +384,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                 refit_began = time.perf_counter()
                 self.best_estimator_ = self._refit(base, readers, chosen, X, y_values)
                 self.refit_time_ = time.perf_counter() - refit_began
-        zero_shot = len(records) * reads_per_text(fitted[0].plans_[0])
         self.fit_cost_ = {
             "engine_reads": cache.reads,
             "texts": len(records),
             "reads_per_text": cache.reads / len(records),
-            "zero_shot_passes": cache.reads / max(zero_shot, 1),
+            "zero_shot_passes": zero_shot_passes(cache.reads, len(records), reads_per_text(fitted[0].plans_[0])),
             "seconds": time.perf_counter() - began,
         }
         self.classes_ = classes
@@ -409,11 +408,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         costs = [reads_per_text(reader.plans_[0]) for reader in fitted]
         few_shots = [int(params.get("few_shot") or 0) for params in readers]
         kept = readers_within(costs, few_shots, n_texts, len(CONTENT_FREE_INPUTS), self.max_passes)
-        self.skipped_readers_ = [readers[r] for r in range(len(readers)) if r not in kept]
-        if self.skipped_readers_:
-            named = "; ".join(
-                f"{readers[r]} ({costs[r]} reads per text)" for r in range(len(readers)) if r not in kept
-            )
+        skipped = [r for r in range(len(readers)) if r not in kept]
+        self.skipped_readers_ = [readers[r] for r in skipped]
+        if skipped:
+            named = "; ".join(f"{readers[r]} ({costs[r]} reads per text)" for r in skipped)
             warn_user(
                 f"{type(self).__name__}: reading every candidate prompt would exceed max_passes={self.max_passes} "
                 f"zero-shot passes over the training texts (the first reads {costs[0]} per text); left out: "
