@@ -32,7 +32,8 @@ folds), not the unshuffled folds an ``n_repeats=1`` fit uses: the same rule on
 as many folds, not the same splits.
 
 Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
-[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--resume]``.
+[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--resume [--rerun]]``
+(``--rerun``: the named datasets' and sizes' draws again, replacing those recorded).
 Writes ``bench/results/selection-protocol.json`` (every draw's raw numbers,
 after every draw), ``selection-protocol.md`` and ``selection-protocol-summary.md``
 (the block for docs/guide/learning.md). Engine reads per draw, r reads per
@@ -446,10 +447,16 @@ def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
     if with_t is None:
         return {}
     complex_pick = f["pick_complexity"] >= 2
+    gain, gain_sem = f.get("temperature_gain"), f.get("temperature_gain_sem")
     out: dict[str, float | None] = {"overconfidence": without.get("overconfidence")}
     for metric in ("ece", "log_loss", "overconfidence"):
         out[f"{metric}_with_temperature"] = with_t.get(metric)
         out[f"{metric}_temperature_if_complex"] = (with_t if complex_pick else without).get(metric)
+        if gain is not None:  # recorded by the nested-temperature experiment (branch exp/nested-temperature)
+            out[f"{metric}_temperature_if_gain"] = (with_t if gain > 0 else without).get(metric)
+            out[f"{metric}_temperature_if_gain_1se"] = (with_t if gain > (gain_sem or 0.0) else without).get(metric)
+    if gain is not None:
+        out["temperature_applied_if_gain"] = float(gain > 0)
     return out
 
 
@@ -655,15 +662,23 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
                         f"| {pm(f['ece_temperature_if_complex'], 3, False)} | {pm(f['log_loss'], 3, False)} "
                         f"| {pm(f['log_loss_with_temperature'], 3, False)} "
                         f"| {pm(f['log_loss_temperature_if_complex'], 3, False)} | {pm(f['overconfidence'], 3)} "
-                        f"| {pm(f['overconfidence_with_temperature'], 3)} |")
+                        f"| {pm(f['overconfidence_with_temperature'], 3)} "
+                        f"| {pm(f.get('ece_temperature_if_gain'), 3, False)} "
+                        f"| {pm(f.get('log_loss_temperature_if_gain'), 3, False)} "
+                        f"| {pm(f.get('temperature_applied_if_gain'), 2, False)} |")
     if not rows:
         return []
     return ["", "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
             "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
-            "and stacked picks; overconfidence is the mean top-label probability minus accuracy.", "",
+            "and stacked picks; overconfidence is the mean top-label probability minus accuracy. \"T if nested "
+            "gain\" is the experiment of branch exp/nested-temperature (`recalibrate=\"auto\"`, not merged): the "
+            "temperature only where a nested check (T fitted without the split that scores it, on the candidate "
+            "chosen without it) lowered that split's log-loss; \"applied\" is the share of draws where it did "
+            "(– where the draws were not run with it).", "",
             "| dataset | texts | draws | ECE | ECE, T always | ECE, T on few-shot/stacked | log-loss "
-            "| log-loss, T always | log-loss, T on few-shot/stacked | overconfidence | overconfidence, T always |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+            "| log-loss, T always | log-loss, T on few-shot/stacked | overconfidence | overconfidence, T always "
+            "| ECE, T if nested gain | log-loss, T if nested gain | applied |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
 def write(doc: dict[str, Any]) -> None:
@@ -697,6 +712,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4,
                         help="the fit's n_repeats (the default estimator has 1: what report runs use)")
     parser.add_argument("--resume", action="store_true", help="keep the draws already in the JSON, skip them")
+    parser.add_argument("--rerun", action="store_true",
+                        help="with --resume: run the named datasets' and sizes' draws again, replacing them")
     args = parser.parse_args()
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from bench.report import machine
@@ -730,7 +747,8 @@ def main() -> None:
         if any(n > len(pool) / 2 for n in sizes):
             notes.append(f"{name}: a pool of {len(pool)} texts, so draws of more than half of it share many texts")
         doc["notes"] += [note for note in notes if note not in doc["notes"]]
-        pending = [(d, n) for d in range(args.draws) for n in sizes if f"{name}/{n}/{d}" not in doc["draws"]]
+        pending = [(d, n) for d in range(args.draws) for n in sizes
+                   if args.rerun or f"{name}/{n}/{d}" not in doc["draws"]]
         if not pending:
             continue
         cache = ReadCache()  # one per dataset: every fit and draw reuses its reads
