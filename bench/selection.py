@@ -447,14 +447,13 @@ def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
     if with_t is None:
         return {}
     complex_pick = f["pick_complexity"] >= 2
-    gain, gain_sem = f.get("temperature_gain"), f.get("temperature_gain_sem")
+    gain = f.get("temperature_gain")
     out: dict[str, float | None] = {"overconfidence": without.get("overconfidence")}
     for metric in ("ece", "log_loss", "overconfidence"):
         out[f"{metric}_with_temperature"] = with_t.get(metric)
         out[f"{metric}_temperature_if_complex"] = (with_t if complex_pick else without).get(metric)
         if gain is not None:  # recorded by the nested-temperature experiment (branch exp/nested-temperature)
             out[f"{metric}_temperature_if_gain"] = (with_t if gain > 0 else without).get(metric)
-            out[f"{metric}_temperature_if_gain_1se"] = (with_t if gain > (gain_sem or 0.0) else without).get(metric)
     if gain is not None:
         out["temperature_applied_if_gain"] = float(gain > 0)
     return out
