@@ -32,8 +32,9 @@ folds), not the unshuffled folds an ``n_repeats=1`` fit uses: the same rule on
 as many folds, not the same splits.
 
 Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
-[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--resume [--rerun]]``
-(``--rerun``: the named datasets' and sizes' draws again, replacing those recorded).
+[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--resume [--rerun [--only DRAW ...]]]``
+(``--rerun``: the named datasets' and sizes' draws again, replacing those recorded; ``--only``: just
+those draw numbers).
 Writes ``bench/results/selection-protocol.json`` (every draw's raw numbers,
 after every draw), ``selection-protocol.md`` and ``selection-protocol-summary.md``
 (the block for docs/guide/learning.md). Engine reads per draw, r reads per
@@ -362,6 +363,7 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
         "test_with_temperature": scores(search.classes_, search.predict_proba(Xt), yt),
         "pick_complexity": int(complexity[search.best_index_]),
         "variant_matches_fit": own == int(search.best_index_),
+        "fallback": bool(np.isnan(search.best_score_)),  # small_data's unscored fallback: no other pick lacks a mean
         "sem_matches_fit": sem is not None and bool(
             np.allclose(mean_sem(table, n_folds)[1], np.asarray(sem, dtype=float), equal_nan=True)),
         "refit_vs_candidate_max_abs": (float(np.abs(probas[search.best_index_] - without).max())
@@ -424,7 +426,8 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
                 "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
                 **temperature_variants(f),
                 "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
-                "matches": float(f["variant_matches_fit"]), "sem_matches": float(f["sem_matches_fit"])})
+                "matches": float(f["variant_matches_fit"]), "sem_matches": float(f["sem_matches_fit"]),
+                "fallback": float(f.get("fallback", False))})
             picks.setdefault(FIT, Counter())[f["chose"]] += 1
     out: dict[str, Any] = {"draws": len(draws), "variants": {}}
     for v, rows in per.items():
@@ -530,9 +533,13 @@ def markdown(doc: dict[str, Any]) -> str:
         machine_line(doc), "",
         (f"Per dataset a fixed stratified test set of {p['test']} texts (seed {TEST_SEED}); training sets drawn "
          f"from the other rows ({p['draws']} draws per size, every class at least once). One "
-         "`LLMLabelClassifierCV` fit per draw with its defaults (`rule=\"best\"`, no temperature) and "
+         "`LLMLabelClassifierCV` fit per draw with its defaults (`rule=\"best\"`, `small_data=\"fallback\"`, no "
+         "temperature) and "
          f"`n_repeats` per dataset: {repeats_used(doc)} (the first sst2 draws fitted `rule=\"one_se\"` with a "
-         "temperature); each variant (rule / repeats / candidates) is that fit's split scores re-read: "
+         "temperature; the 16-text draws and one 32-text draw before `small_data` existed fitted the search alone, and "
+         "were rerun where the fallback fires); each variant (rule / repeats / candidates) is that fit's split "
+         "scores re-read, the search's own choice (as `small_data=\"search\"`, so the fit − `best/r1/all` is what "
+         "the fallback changed): "
          "`*/r1/*` uses the first repeat's folds only; `fewer` = no stacking, calibration None, batch or "
          "learned without class weights. "
          "Differences are in accuracy points (mean ± SE over draws); the best fixed mode is chosen per draw by "
@@ -583,14 +590,16 @@ def markdown(doc: dict[str, Any]) -> str:
                         f"| {pm(c['estimate_bias'], 3)} | {pm(c['cv_mean_bias'], 3)} | {top[0]} ({top[1]}) |")
             lines += ["", "| dataset | draws | zero-shot | batch (y) | best fixed (oracle) | TF-IDF + LR | fit: ECE "
                       "without temperature | temperature | zero-shot passes | fit s | fit_cost_ s | pick = variant "
-                      "| best fixed modes |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                      "| fallback | best fixed modes |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
             for name in names:
                 a, f = agg[name][n], agg[name][n]["variants"].get(FIT)
                 b = a["baselines"]
-                fit_cells = ("| – " * 6 if f is None else
+                fit_cells = ("| – " * 7 if f is None else
                              f"| {pm(f['ece_without_temperature'], 3, False)} | {pm(f['temperature'], 2, False)} "
                              f"| {pm(f['zero_shot_passes'], 1, False)} | {pm(f['fit_s'], 0, False)} "
-                             f"| {pm(f['fit_cost_seconds'], 0, False)} | {pm(f['matches'], 2, False)} ")
+                             f"| {pm(f['fit_cost_seconds'], 0, False)} | {pm(f['matches'], 2, False)} "
+                             f"| {pm(f.get('fallback', [0.0, None, 0]), 2, False)} ")
                 modes = ", ".join(f"{k} ({v})" for k, v in a["best_fixed_modes"].items())
                 lines.append(f"| {name} | {a['draws']} | {pm(b['zero-shot'], 3, False)} | {pm(b[BATCH], 3, False)} "
                              f"| {pm(b['best fixed (oracle)'], 3, False)} | {pm(b['TF-IDF + LR'], 3, False)} "
@@ -713,6 +722,8 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="keep the draws already in the JSON, skip them")
     parser.add_argument("--rerun", action="store_true",
                         help="with --resume: run the named datasets' and sizes' draws again, replacing them")
+    parser.add_argument("--only", type=int, nargs="+", metavar="DRAW",
+                        help="with --rerun: only these draw numbers (say, those where a new default changes the fit)")
     args = parser.parse_args()
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from bench.report import machine
@@ -747,7 +758,7 @@ def main() -> None:
             notes.append(f"{name}: a pool of {len(pool)} texts, so draws of more than half of it share many texts")
         doc["notes"] += [note for note in notes if note not in doc["notes"]]
         pending = [(d, n) for d in range(args.draws) for n in sizes
-                   if args.rerun or f"{name}/{n}/{d}" not in doc["draws"]]
+                   if (args.rerun and (args.only is None or d in args.only)) or f"{name}/{n}/{d}" not in doc["draws"]]
         if not pending:
             continue
         cache = ReadCache()  # one per dataset: every fit and draw reuses its reads

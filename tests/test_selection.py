@@ -221,21 +221,41 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     """Nine texts, three positive: three or two examples per class would leave
     fewer than two positives to score, so few_shot=3 is lowered to 1; five
     texts are too few for any examples, so few_shot is left out there. Five
-    folds become two: the smallest class has two texts to score."""
+    folds become two: the smallest class has two texts to score. With
+    ``small_data="search"`` the choice is among those candidates; by default
+    it is the unscored fallback, few_shot=3 with batch calibration, last in
+    ``cv_results_``, the estimator that fitting it alone gives."""
     X, y = sst2
     rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:3]])
+    texts, labels = [X[i] for i in rows], y[rows]
     small = dict(prompts=[SST2_TEMPLATE], few_shots=[0, 3], calibrations=[None, "batch"], stack=False)
-    with pytest.warns(UserWarning) as caught:
-        cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit([X[i] for i in rows], y[rows])
+    base = make_classifier(random_state=0, low_mass="ignore")  # both fits draw the same examples
+    with ReadCache().active(), pytest.warns(UserWarning) as caught:  # and read each prompt once
+        cv = LLMLabelClassifierCV(base, small_data="search", **small).fit(texts, labels)
+        default = LLMLabelClassifierCV(base, **small).fit(texts, labels)
     said = " | ".join(str(w.message) for w in caught)
     assert "few_shot=3 lowered to 1: with 9 training texts in 2 classes" in said
     assert "smallest class has 2 text(s) outside the few-shot examples" in said
     assert "cv=5; using 2 stratified folds" in said
+    assert said.count("best_estimator_ is the fallback (small_data='fallback')") == 1  # the default's alone
     assert cv.n_splits_ == 2 and len(cv.cv_results_["split1_test_score"]) == 4
     assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1} and len(cv.example_rows_) == 2
+    assert cv.best_params_["few_shot"] in (0, 1) and np.isfinite(cv.best_score_)
+    # the default: the search's rows, then the fallback's, unscored and chosen
+    assert len(default.cv_results_["params"]) == 5 and default.best_index_ == 4
+    for key in ("mean_test_score", "split0_test_score", "split1_test_score"):
+        np.testing.assert_array_equal(default.cv_results_[key][:4], cv.cv_results_[key])
+        assert np.isnan(default.cv_results_[key][4])
+    assert default.best_params_ == {"prompt": SST2_TEMPLATE, "few_shot": 3, "label_mode": "auto", "length_norm": None,
+                                    "labels": None, "calibration": "batch", "calibration_prior": "y"}
+    assert np.isnan(default.best_score_) and np.isnan(default.held_out_score_) and default.temperature_ == 1.0
+    alone = clone(base).set_params(**default.best_params_).fit(texts, labels)
+    assert alone.few_shot_rows_ == default.best_estimator_.few_shot_rows_ and len(alone.few_shot_rows_) == 6
+    np.testing.assert_allclose(default.predict_proba(X[-4:]), alone.predict_proba(X[-4:]), atol=CACHE_TOLERANCE)
+    assert not np.allclose(default.predict_proba(X[-4:]), cv.predict_proba(X[-4:]), atol=CACHE_TOLERANCE)
     five = [X[i] for i in rows[[0, 1, 2, 6, 7]]], y[rows[[0, 1, 2, 6, 7]]]  # 3 negative, 2 positive
     with pytest.warns(UserWarning) as caught:
-        few = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(*five)
+        few = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), small_data="search", **small).fit(*five)
     assert "few_shot=3 left out" in " | ".join(str(w.message) for w in caught)
     assert {p["few_shot"] for p in few.cv_results_["params"]} == {0} and few.example_rows_ == []
     with pytest.raises(ValueError, match=r"5 training texts in 2 classes: every few-shot count in few_shots=\[3\]"):
@@ -304,6 +324,8 @@ def test_bad_candidates_and_targets_are_named(engine, sst2):
         LLMLabelClassifierCV(max_passes=0.5).fit(X, y)
     with pytest.raises(ValueError, match="recalibrate must be 'temperature' or None; got recalibrate='platt'"):
         LLMLabelClassifierCV(recalibrate="platt").fit(X, y)
+    with pytest.raises(ValueError, match=r"small_data must be one of \['fallback', 'search'\]; got small_data='drop'"):
+        LLMLabelClassifierCV(small_data="drop").fit(X, y)
 
 
 def test_repeats_and_an_enclosing_cache_read_nothing_more(engine, sst2):
