@@ -287,7 +287,9 @@ def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndar
                 union = FeatureUnion([(f"reader_{r}", LLMLabelClassifier(**base).set_params(**p, calibration=None))
                                       for r, p in enumerate(search.readers_)])
                 head = StackingHead(params["class_weight"], learned_seed(base["random_state"]))
-                model = Pipeline([("features", union), ("head", head)]).fit(X, y)
+                # as the refit: the head leaves out the rows the readers show as examples
+                model = Pipeline([("features", union), ("head", head)]).fit(
+                    X, y, head__example_rows=search.example_rows_)
             else:
                 model = LLMLabelClassifier(**base).set_params(**params).fit(X, y)
             probas[i] = model.predict_proba(Xt)
@@ -446,7 +448,9 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
                 "fallback": float(f.get("fallback", False)),
                 **{f"wide_{k}": f["wide_test"][k] for k in ("texts", "accuracy", "ece", "ece_floor", "log_loss",
                                                              "overconfidence") if "wide_test" in f},
-                **({"wide_ece_with_temperature": f["wide_test_with_temperature"]["ece"]} if "wide_test" in f else {})})
+                **({"wide_ece_with_temperature": f["wide_test_with_temperature"]["ece"],
+                    "wide_ece_temperature_if_stacked": (f["wide_test_with_temperature"] if f["pick_complexity"] == 3
+                                                        else f["wide_test"])["ece"]} if "wide_test" in f else {})})
             picks.setdefault(FIT, Counter())[f["chose"]] += 1
     out: dict[str, Any] = {"draws": len(draws), "variants": {}}
     for v, rows in per.items():
@@ -679,25 +683,28 @@ def summary(doc: dict[str, Any]) -> str:
     return "\n".join([*lines, "<!-- selection:end -->"]) + "\n"
 
 
+def fits_recording(agg: dict[str, dict[str, Any]], key: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(dataset, size, the fit's aggregate) wherever the fit's draws recorded ``key``."""
+    return [(name, n, a["variants"][FIT]) for name, sizes in agg.items() for n, a in sizes.items()
+            if a["variants"].get(FIT, {}).get(key, [None])[0] is not None]
+
+
 def wide_table(agg: dict[str, dict[str, Any]]) -> list[str]:
     """Lines of a table, per dataset and size whose draws recorded it: the
     fit on its wide test (``wide_test``), where the ECE floor is lower."""
-    rows = []
-    for name, sizes in agg.items():
-        for n, a in sizes.items():
-            f = a["variants"].get(FIT, {})
-            if f.get("wide_ece", [None])[0] is None:
-                continue
-            rows.append(f"| {name} ({SETS[name][1]}) | {n} | {f['wide_ece'][2]} | {pm(f['wide_texts'], 0, False)} "
-                        f"| {pm(f['wide_accuracy'], 3, False)} | {pm(f['wide_ece'], 3, False)} "
-                        f"| {pm(f['wide_ece_floor'], 3, False)} | {pm(f['wide_ece_with_temperature'], 3, False)} "
-                        f"| {pm(f['wide_log_loss'], 3, False)} | {pm(f['wide_overconfidence'], 3)} |")
+    rows = [f"| {name} ({SETS[name][1]}) | {n} | {f['wide_ece'][2]} | {pm(f['wide_texts'], 0, False)} "
+            f"| {pm(f['wide_accuracy'], 3, False)} | {pm(f['wide_ece'], 3, False)} "
+            f"| {pm(f['wide_ece_floor'], 3, False)} | {pm(f['wide_ece_with_temperature'], 3, False)} "
+            f"| {pm(f['wide_ece_temperature_if_stacked'], 3, False)} "
+            f"| {pm(f['wide_log_loss'], 3, False)} | {pm(f['wide_overconfidence'], 3)} |"
+            for name, n, f in fits_recording(agg, "wide_ece")]
     if not rows:
         return []
     return ["", "The same fits on a wide test: texts drawn per draw from the pool rows it was not trained on "
             "(`--wide`), where the ECE floor is about half that of 300 texts; only the fit is read there.", "",
-            "| dataset | texts | draws | wide-test texts | accuracy | ECE | ECE floor | ECE, T always | log-loss "
-            "| overconfidence |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+            "| dataset | texts | draws | wide-test texts | accuracy | ECE | ECE floor | ECE, T always "
+            "| ECE, T on stacked picks | log-loss | overconfidence |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
 
 
 def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
@@ -705,21 +712,16 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
     fit's test ECE and log-loss as the default gives them, with the
     temperature always, and with it on few-shot and stacked picks only;
     overconfidence is mean top-label probability minus accuracy."""
-    rows = []
-    for name, sizes in agg.items():
-        for n, a in sizes.items():
-            f = a["variants"].get(FIT, {})
-            if f.get("ece_with_temperature", [None])[0] is None:
-                continue
-            rows.append(f"| {name} ({SETS[name][1]}) | {n} | {f['ece_with_temperature'][2]} "
-                        f"| {pm(f['ece'], 3, False)} | {pm(f['ece_with_temperature'], 3, False)} "
-                        f"| {pm(f['ece_temperature_if_complex'], 3, False)} | {pm(f['log_loss'], 3, False)} "
-                        f"| {pm(f['log_loss_with_temperature'], 3, False)} "
-                        f"| {pm(f['log_loss_temperature_if_complex'], 3, False)} | {pm(f['overconfidence'], 3)} "
-                        f"| {pm(f['overconfidence_with_temperature'], 3)} "
-                        f"| {pm(f.get('ece_temperature_if_gain'), 3, False)} "
-                        f"| {pm(f.get('log_loss_temperature_if_gain'), 3, False)} "
-                        f"| {pm(f.get('temperature_applied_if_gain'), 2, False)} |")
+    rows = [f"| {name} ({SETS[name][1]}) | {n} | {f['ece_with_temperature'][2]} "
+            f"| {pm(f['ece'], 3, False)} | {pm(f['ece_with_temperature'], 3, False)} "
+            f"| {pm(f['ece_temperature_if_complex'], 3, False)} | {pm(f['log_loss'], 3, False)} "
+            f"| {pm(f['log_loss_with_temperature'], 3, False)} "
+            f"| {pm(f['log_loss_temperature_if_complex'], 3, False)} | {pm(f['overconfidence'], 3)} "
+            f"| {pm(f['overconfidence_with_temperature'], 3)} "
+            f"| {pm(f.get('ece_temperature_if_gain'), 3, False)} "
+            f"| {pm(f.get('log_loss_temperature_if_gain'), 3, False)} "
+            f"| {pm(f.get('temperature_applied_if_gain'), 2, False)} |"
+            for name, n, f in fits_recording(agg, "ece_with_temperature")]
     if not rows:
         return []
     return ["", "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
