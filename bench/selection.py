@@ -638,7 +638,8 @@ def summary(doc: dict[str, Any]) -> str:
     agg, p = doc["aggregates"], doc["protocol"]
     lines = ["<!-- selection:start -->", machine_line(doc), "",
              (f"Protocol: per dataset a fixed test set of {p['test']} texts; {p['draws']} random training sets per "
-              "size; the default `LLMLabelClassifierCV` (rule \"best\", no temperature), `n_repeats` per "
+              "size; the default `LLMLabelClassifierCV` (rule \"best\", small_data \"fallback\", no temperature), "
+              "`n_repeats` per "
               f"dataset: {repeats_used(doc)}. ECE floor: the ECE perfectly calibrated probabilities would show "
               "on the same test texts. "
               "Accuracy differences in points, mean ± standard error over the draws; \"best fixed\" is the fixed "
