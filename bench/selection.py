@@ -381,7 +381,8 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
         "test_with_temperature": scores(search.classes_, search.predict_proba(Xt), yt),
         "pick_complexity": int(complexity[search.best_index_]),
         "variant_matches_fit": own == int(search.best_index_),
-        "fallback": bool(np.isnan(search.best_score_)),  # small_data's unscored fallback: no other pick lacks a mean
+        # small_data's unscored fallback: the last row, and no other pick lacks a mean
+        "fallback": bool(np.isnan(search.best_score_)) and int(search.best_index_) == len(results["params"]) - 1,
         "sem_matches_fit": sem is not None and bool(
             np.allclose(mean_sem(table, n_folds)[1], np.asarray(sem, dtype=float), equal_nan=True)),
         "refit_vs_candidate_max_abs": (float(np.abs(probas[search.best_index_] - without).max())

@@ -233,11 +233,13 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     with ReadCache().active(), pytest.warns(UserWarning) as caught:  # and read each prompt once
         cv = LLMLabelClassifierCV(base, small_data="search", **small).fit(texts, labels)
         default = LLMLabelClassifierCV(base, **small).fit(texts, labels)
+        scored = clone(default).set_params(scoring=["neg_log_loss", "accuracy"], refit="accuracy",
+                                           recalibrate="temperature").fit(texts, labels)
     said = " | ".join(str(w.message) for w in caught)
     assert "few_shot=3 lowered to 1: with 9 training texts in 2 classes" in said
     assert "smallest class has 2 text(s) outside the few-shot examples" in said
     assert "cv=5; using 2 stratified folds" in said
-    assert said.count("best_estimator_ is the fallback (small_data='fallback')") == 1  # the default's alone
+    assert said.count("best_estimator_ is the fallback (small_data='fallback')") == 2  # not the search's
     assert cv.n_splits_ == 2 and len(cv.cv_results_["split1_test_score"]) == 4
     assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1} and len(cv.example_rows_) == 2
     assert cv.best_params_["few_shot"] in (0, 1) and np.isfinite(cv.best_score_)
@@ -249,6 +251,13 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     assert default.best_params_ == {"prompt": SST2_TEMPLATE, "few_shot": 3, "label_mode": "auto", "length_norm": None,
                                     "labels": None, "calibration": "batch", "calibration_prior": "y"}
     assert np.isnan(default.best_score_) and np.isnan(default.held_out_score_) and default.temperature_ == 1.0
+    # several scorers, a temperature asked for: the same fallback row, NaN in every metric, no temperature to fit
+    assert scored.get_params()["small_data"] == "fallback" and scored.best_index_ == 4
+    assert scored.best_params_ == default.best_params_ and scored.temperature_ == 1.0
+    for metric in ("neg_log_loss", "accuracy"):
+        assert np.isnan(scored.cv_results_[f"mean_test_{metric}"][4])
+        assert scored.cv_results_[f"rank_test_{metric}"][4] == 5  # ranks last, as GridSearchCV's NaN
+    np.testing.assert_array_equal(scored.cv_results_["mean_test_neg_log_loss"][:4], cv.cv_results_["mean_test_score"])
     alone = clone(base).set_params(**default.best_params_).fit(texts, labels)
     assert alone.few_shot_rows_ == default.best_estimator_.few_shot_rows_ and len(alone.few_shot_rows_) == 6
     np.testing.assert_allclose(default.predict_proba(X[-4:]), alone.predict_proba(X[-4:]), atol=CACHE_TOLERANCE)
