@@ -446,12 +446,7 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
                 **temperature_variants(f),
                 "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
                 "matches": float(f["variant_matches_fit"]), "sem_matches": float(f["sem_matches_fit"]),
-                "fallback": float(f.get("fallback", False)),
-                **{f"wide_{k}": f["wide_test"][k] for k in ("texts", "accuracy", "ece", "ece_floor", "log_loss",
-                                                             "overconfidence") if "wide_test" in f},
-                **({"wide_ece_with_temperature": f["wide_test_with_temperature"]["ece"],
-                    "wide_ece_temperature_if_stacked": (f["wide_test_with_temperature"] if f["pick_complexity"] == 3
-                                                        else f["wide_test"])["ece"]} if "wide_test" in f else {})})
+                "fallback": float(f.get("fallback", False)), **wide_fields(f)})
             picks.setdefault(FIT, Counter())[f["chose"]] += 1
     out: dict[str, Any] = {"draws": len(draws), "variants": {}}
     for v, rows in per.items():
@@ -464,6 +459,17 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
     out["baselines"]["TF-IDF + LR"] = mean_se([_acc(r["tfidf"]) for r in draws])
     out["best_fixed_modes"] = dict(Counter(best_fixed(r) for r in draws).most_common())
     return out
+
+
+def wide_fields(f: dict[str, Any]) -> dict[str, float]:
+    """For draws run with ``--wide``: the fit's wide-test scores, and its
+    ECE there with the temperature always and on stacked picks only."""
+    if "wide_test" not in f:
+        return {}
+    wide, with_t = f["wide_test"], f["wide_test_with_temperature"]
+    return {**{f"wide_{k}": wide[k] for k in ("texts", "accuracy", "ece", "ece_floor", "log_loss", "overconfidence")},
+            "wide_ece_with_temperature": with_t["ece"],
+            "wide_ece_temperature_if_stacked": (with_t if f["pick_complexity"] == 3 else wide)["ece"]}
 
 
 def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
@@ -685,58 +691,54 @@ def summary(doc: dict[str, Any]) -> str:
     return "\n".join([*lines, "<!-- selection:end -->"]) + "\n"
 
 
-def fits_recording(agg: dict[str, dict[str, Any]], key: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(dataset, size, the fit's aggregate) wherever the fit's draws recorded ``key``."""
-    return [(name, n, a["variants"][FIT]) for name, sizes in agg.items() for n, a in sizes.items()
-            if a["variants"].get(FIT, {}).get(key, [None])[0] is not None]
+def fit_table(agg: dict[str, dict[str, Any]], key: str, intro: str,
+              columns: list[tuple[str, str, int, bool]]) -> list[str]:
+    """Lines of a table of the fit's aggregates, one row per dataset and size
+    whose draws recorded ``key`` (its count is the draws column), after the
+    paragraph ``intro``; ``columns`` are (header, field, digits, signed)."""
+    rows = [f"| {name} ({SETS[name][1]}) | {n} | {f[key][2]} | "
+            + " | ".join(pm(f.get(field), digits, signed) for _, field, digits, signed in columns) + " |"
+            for name, sizes in agg.items() for n, a in sizes.items()
+            if (f := a["variants"].get(FIT, {})).get(key, [None])[0] is not None]
+    if not rows:
+        return []
+    return ["", intro, "", "| dataset | texts | draws | " + " | ".join(c[0] for c in columns) + " |",
+            "|---|---:|---:|" + "---:|" * len(columns), *rows]
 
 
 def wide_table(agg: dict[str, dict[str, Any]]) -> list[str]:
-    """Lines of a table, per dataset and size whose draws recorded it: the
-    fit on its wide test (``wide_test``), where the ECE floor is lower."""
-    rows = [f"| {name} ({SETS[name][1]}) | {n} | {f['wide_ece'][2]} | {pm(f['wide_texts'], 0, False)} "
-            f"| {pm(f['wide_accuracy'], 3, False)} | {pm(f['wide_ece'], 3, False)} "
-            f"| {pm(f['wide_ece_floor'], 3, False)} | {pm(f['wide_ece_with_temperature'], 3, False)} "
-            f"| {pm(f['wide_ece_temperature_if_stacked'], 3, False)} "
-            f"| {pm(f['wide_log_loss'], 3, False)} | {pm(f['wide_overconfidence'], 3)} |"
-            for name, n, f in fits_recording(agg, "wide_ece")]
-    if not rows:
-        return []
-    return ["", "The same fits on a wide test: texts drawn per draw from the pool rows it was not trained on "
-            "(`--wide`), where the ECE floor is about half that of 300 texts; only the fit is read there.", "",
-            "| dataset | texts | draws | wide-test texts | accuracy | ECE | ECE floor | ECE, T always "
-            "| ECE, T on stacked picks | log-loss | overconfidence |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+    """The fit on its wide test (``wide_test``), where the ECE floor is lower."""
+    return fit_table(agg, "wide_ece", (
+        "The same fits on a wide test: texts drawn per draw from the pool rows it was not trained on "
+        "(`--wide`), where the ECE floor is about half that of 300 texts; only the fit is read there."), [
+        ("wide-test texts", "wide_texts", 0, False), ("accuracy", "wide_accuracy", 3, False),
+        ("ECE", "wide_ece", 3, False), ("ECE floor", "wide_ece_floor", 3, False),
+        ("ECE, T always", "wide_ece_with_temperature", 3, False),
+        ("ECE, T on stacked picks", "wide_ece_temperature_if_stacked", 3, False),
+        ("log-loss", "wide_log_loss", 3, False), ("overconfidence", "wide_overconfidence", 3, True)])
 
 
 def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
-    """Lines of a table, per dataset and size whose draws recorded it: the
-    fit's test ECE and log-loss as the default gives them, with the
+    """The fit's test ECE and log-loss as the default gives them, with the
     temperature always, and with it on few-shot and stacked picks only;
     overconfidence is mean top-label probability minus accuracy."""
-    rows = [f"| {name} ({SETS[name][1]}) | {n} | {f['ece_with_temperature'][2]} "
-            f"| {pm(f['ece'], 3, False)} | {pm(f['ece_with_temperature'], 3, False)} "
-            f"| {pm(f['ece_temperature_if_complex'], 3, False)} | {pm(f['log_loss'], 3, False)} "
-            f"| {pm(f['log_loss_with_temperature'], 3, False)} "
-            f"| {pm(f['log_loss_temperature_if_complex'], 3, False)} | {pm(f['overconfidence'], 3)} "
-            f"| {pm(f['overconfidence_with_temperature'], 3)} "
-            f"| {pm(f.get('ece_temperature_if_gain'), 3, False)} "
-            f"| {pm(f.get('log_loss_temperature_if_gain'), 3, False)} "
-            f"| {pm(f.get('temperature_applied_if_gain'), 2, False)} |"
-            for name, n, f in fits_recording(agg, "ece_with_temperature")]
-    if not rows:
-        return []
-    return ["", "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
-            "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
-            "and stacked picks; overconfidence is the mean top-label probability minus accuracy. \"T if nested "
-            "gain\" is the experiment of branch exp/nested-temperature (`recalibrate=\"auto\"`, not merged): the "
-            "temperature only where a nested check (T fitted without the split that scores it, on the candidate "
-            "chosen without it) lowered that split's log-loss; \"applied\" is the share of draws where it did "
-            "(– where the draws were not run with it).", "",
-            "| dataset | texts | draws | ECE | ECE, T always | ECE, T on few-shot/stacked | log-loss "
-            "| log-loss, T always | log-loss, T on few-shot/stacked | overconfidence | overconfidence, T always "
-            "| ECE, T if nested gain | log-loss, T if nested gain | applied |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows]
+    return fit_table(agg, "ece_with_temperature", (
+        "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
+        "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
+        "and stacked picks; overconfidence is the mean top-label probability minus accuracy. \"T if nested "
+        "gain\" is the experiment of branch exp/nested-temperature (`recalibrate=\"auto\"`, not merged): the "
+        "temperature only where a nested check (T fitted without the split that scores it, on the candidate "
+        "chosen without it) lowered that split's log-loss; \"applied\" is the share of draws where it did "
+        "(– where the draws were not run with it)."), [
+        ("ECE", "ece", 3, False), ("ECE, T always", "ece_with_temperature", 3, False),
+        ("ECE, T on few-shot/stacked", "ece_temperature_if_complex", 3, False), ("log-loss", "log_loss", 3, False),
+        ("log-loss, T always", "log_loss_with_temperature", 3, False),
+        ("log-loss, T on few-shot/stacked", "log_loss_temperature_if_complex", 3, False),
+        ("overconfidence", "overconfidence", 3, True),
+        ("overconfidence, T always", "overconfidence_with_temperature", 3, True),
+        ("ECE, T if nested gain", "ece_temperature_if_gain", 3, False),
+        ("log-loss, T if nested gain", "log_loss_temperature_if_gain", 3, False),
+        ("applied", "temperature_applied_if_gain", 2, False)])
 
 
 def write(doc: dict[str, Any]) -> None:
