@@ -407,16 +407,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         )
         for c in found:  # every candidate checked before the engine is asked for
             if c.reader is not None:
-                try:
-                    check_params(clone(base).set_params(**c.params))
-                except ValueError as exc:
-                    raise ValueError(f"{name}: candidate {c.params}: {exc}") from None
-        fallback = self._fallback(readers, few_shots)
+                _check_candidate(base, c.params, f"{name}: candidate {c.params}")
+        fallback = self._fallback(readers, few_shots)  # after the checks: its count is then an int
         if fallback is not None:
-            try:
-                check_params(clone(base).set_params(**fallback.params))
-            except ValueError as exc:
-                raise ValueError(f"{name}: the small_data fallback {fallback.params}: {exc}") from None
+            _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active():
@@ -679,6 +673,14 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = text_classifier_tags(super().__sklearn_tags__())
         return tags
+
+
+def _check_candidate(base: LLMLabelClassifier, params: dict[str, Any], named: str) -> None:
+    """Raises ValueError, starting with ``named``, when ``base`` with ``params`` is not a valid estimator."""
+    try:
+        check_params(clone(base).set_params(**params))
+    except ValueError as exc:
+        raise ValueError(f"{named}: {exc}") from None
 
 
 def _bar(items: list[Any], show: bool, what: str, unit: str) -> Iterable[Any]:
