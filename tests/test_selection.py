@@ -317,6 +317,8 @@ def test_bad_candidates_and_targets_are_named(engine, sst2):
         LLMLabelClassifierCV(prompts=[None, 3]).fit(X, y)
     with pytest.raises(ValueError, match="few_shots must be a non-empty list"):
         LLMLabelClassifierCV(few_shots=[]).fit(X, y)
+    with pytest.raises(ValueError, match=r"candidate .*'few_shot': -1.*few_shot=-1 must be a non-negative integer"):
+        LLMLabelClassifierCV(few_shots=[0, -1], prompts=[None]).fit(X, y)  # named, not "left out" as too large
     with pytest.raises(ValueError, match="chooses for one output"):
         LLMLabelClassifierCV().fit(X, np.column_stack([y, y]))
     with pytest.raises(ValueError, match="estimator must be an LLMLabelClassifier"):

@@ -42,8 +42,8 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
     little to score by (fewer than 4 texts outside the examples, or fewer than
     2 classes with 2 texts; ``few_shot`` takes at most a class's count) lowered to the
     largest count that leaves enough, or left out when none does. Raises
-    ValueError when no count is left. Anything but a list of ints is passed
-    on for ``candidates`` to name."""
+    ValueError when no count is left. Anything but a list of ints, and a
+    negative count, is passed on for the candidate check to name."""
     if isinstance(few_shots, str) or not isinstance(few_shots, Sequence) or not few_shots:
         return few_shots
     if not all(isinstance(k, numbers.Integral) for k in few_shots):
@@ -57,6 +57,9 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
     kept: list[int] = []
     lowered: dict[int, int | None] = {}
     for k in few_shots:
+        if k < 0:  # kept as given: the candidate check names it, as it names any bad parameter
+            kept.append(int(k))
+            continue
         usable = next((j for j in range(int(k), 0, -1) if scorable(j)), 0) if k else 0
         if usable != k:
             lowered[int(k)] = usable or None
