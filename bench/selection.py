@@ -485,7 +485,7 @@ def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
     for metric in ("ece", "log_loss", "overconfidence"):
         out[f"{metric}_with_temperature"] = with_t.get(metric)
         out[f"{metric}_temperature_if_complex"] = (with_t if complex_pick else without).get(metric)
-        if gain is not None:  # recorded by the nested-temperature experiment (branch exp/nested-temperature)
+        if gain is not None:  # recorded by the nested-temperature experiment (its branch was not kept)
             out[f"{metric}_temperature_if_gain"] = (with_t if gain > 0 else without).get(metric)
     if gain is not None:
         out["temperature_applied_if_gain"] = float(gain > 0)
@@ -726,7 +726,7 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
         "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
         "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
         "and stacked picks; overconfidence is the mean top-label probability minus accuracy. \"T if nested "
-        "gain\" is the experiment of branch exp/nested-temperature (`recalibrate=\"auto\"`, not merged): the "
+        "gain\" is an earlier experiment (`recalibrate=\"auto\"`, not merged; its branch was not kept): the "
         "temperature only where a nested check (T fitted without the split that scores it, on the candidate "
         "chosen without it) lowered that split's log-loss; \"applied\" is the share of draws where it did "
         "(– where the draws were not run with it)."), [

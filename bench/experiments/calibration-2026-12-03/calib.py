@@ -1,0 +1,128 @@
+import collections
+import glob
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize, minimize_scalar
+from scipy.special import logsumexp, softmax
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+from bench.selection import ece_floor
+from bench.selection import expected_calibration_error as ece_
+
+
+def sem(values):
+    return values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
+
+
+def lsm(z):
+    return z - logsumexp(z, axis=1, keepdims=True)
+
+
+def nll(lp, y, w=None):
+    return -np.average(lp[np.arange(len(y)), y], weights=w)
+
+
+def mixw(yi, rows):
+    K = yi.max() + 1
+    a = np.bincount(yi, minlength=K) / len(yi)
+    b = np.bincount(yi[rows], minlength=K) / len(rows)
+    r = np.divide(a, b, out=np.zeros(K), where=b > 0)
+    return r[yi[rows]]
+
+
+def fitT(lp, y, w=None):
+    def f(t):
+        return nll(lsm(lp / np.exp(t)), y, w)
+
+    return np.exp(minimize_scalar(f, bounds=(-3, 3), method="bounded").x)
+
+
+def fit_shrink(lp, y, prior, w=None):
+    def f(a):
+        return nll(np.log((1 - a) * np.exp(lp) + a * prior), y, w)
+
+    return minimize_scalar(f, bounds=(0, 0.99), method="bounded").x
+
+
+def fit_bias(lp, y, lam=1.0, w=None):
+    K = lp.shape[1]
+
+    def f(th):
+        t, b = th[0], th[1:]
+        return nll(lsm(lp / np.exp(t) + b), y, w) + lam * np.sum(b**2) / len(y)
+
+    th = minimize(f, np.zeros(K + 1), method="L-BFGS-B").x
+    return th
+
+
+def apply(method, lp_fit, y_fit, w, prior, P):
+    lp = np.log(np.clip(P, 1e-300, None))
+    if method == "none":
+        return P
+    if method == "T":
+        return softmax(lp / fitT(lp_fit, y_fit), axis=1)
+    if method == "Tw":
+        return softmax(lp / fitT(lp_fit, y_fit, w), axis=1)
+    if method.startswith("Tshr"):  # log T shrunk by factor
+        lam = float(method[4:])
+        return softmax(lp / fitT(lp_fit, y_fit) ** lam, axis=1)
+    if method.startswith("Twshr"):
+        lam = float(method[5:])
+        return softmax(lp / fitT(lp_fit, y_fit, w) ** lam, axis=1)
+    if method.startswith("bias1shr"):
+        th = fit_bias(lp_fit, y_fit, 1.0, w)
+        return softmax(lp / np.exp(0.5 * th[0]) + th[1:], axis=1)
+    if method == "shrink":
+        a = fit_shrink(lp_fit, y_fit, prior, w)
+        return (1 - a) * P + a * prior
+    if method == "Tclip":  # only soften (T>=1)
+        return softmax(lp / max(1.0, fitT(lp_fit, y_fit, w)), axis=1)
+    if method.startswith("bias"):
+        th = fit_bias(lp_fit, y_fit, float(method[4:]), w)
+        return softmax(lp / np.exp(th[0]) + th[1:], axis=1)
+    raise ValueError(method)
+
+
+methods = ["none", "T", "Tshr0.25", "Tshr0.5", "Tshr0.75", "Twshr0.5", "bias1", "bias1shr0.5"]
+res = collections.defaultdict(lambda: collections.defaultdict(list))
+
+
+def main():
+    for f in sorted(glob.glob(str(HERE / "arrays" / "*.npz"))):
+        z = np.load(f)
+        key = f.split("/")[-1][:-4]
+        ds, n, d = key.rsplit("_", 2)
+        if "oof" not in z:
+            continue
+        yi = z["y_index"]
+        rows = z["oof_rows"]
+        lp_fit = z["oof"]
+        y_fit = yi[rows]
+        w = mixw(yi, rows)
+        K = z["test"].shape[1]
+        prior = np.bincount(yi, minlength=K) / len(yi)
+        cls = np.arange(K)
+        for which in ("test", "wide"):
+            if which not in z:
+                continue
+            P, yy = z[which], z["yt" if which == "test" else "yw"]
+            for m in methods:
+                Q = apply(m, lp_fit, y_fit, w, prior, P)
+                res[(ds, n, which)][m].append((ece_(cls, Q, yy), nll(np.log(np.clip(Q, 1e-12, None)), yy)))
+            # oracle T on these texts
+            lp = np.log(np.clip(P, 1e-300, None))
+            Q = softmax(lp / fitT(lp, yy), axis=1)
+            res[(ds, n, which)]["oracleT"].append((ece_(cls, Q, yy), nll(np.log(np.clip(Q, 1e-12, None)), yy)))
+            res[(ds, n, which)]["floor"].append((ece_floor(cls, P, 20), 0))
+    for key in sorted(res):
+        print(*key, len(res[key]["none"]))
+        for m, v in res[key].items():
+            a = np.array(v)
+            print(f"   {m:8s} ECE {a[:, 0].mean():.3f}±{sem(a[:, 0]):.3f}  ll {a[:, 1].mean():.3f}")
+
+
+if __name__ == "__main__":
+    main()
