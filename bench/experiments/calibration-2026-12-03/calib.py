@@ -12,6 +12,8 @@ sys.path.insert(0, str(HERE.parents[2]))
 from bench.selection import ece_floor
 from bench.selection import expected_calibration_error as ece_
 
+from llm_label_clf.selection.temperature import LOG_T_BOUNDS, fit_temperature
+
 
 def sem(values):
     return values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
@@ -34,17 +36,15 @@ def mixw(yi, rows):
 
 
 def fitT(lp, y, w=None):
+    """The library's ``fit_temperature``; with weights ``w`` (which it does
+    not take on main) the same bounded search over log T, weighted."""
+    if w is None:
+        return fit_temperature(lp, y)
+
     def f(t):
         return nll(lsm(lp / np.exp(t)), y, w)
 
-    return np.exp(minimize_scalar(f, bounds=(-3, 3), method="bounded").x)
-
-
-def fit_shrink(lp, y, prior, w=None):
-    def f(a):
-        return nll(np.log((1 - a) * np.exp(lp) + a * prior), y, w)
-
-    return minimize_scalar(f, bounds=(0, 0.99), method="bounded").x
+    return np.exp(minimize_scalar(f, bounds=LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-4}).x)
 
 
 def fit_bias(lp, y, lam=1.0, w=None):
@@ -58,14 +58,12 @@ def fit_bias(lp, y, lam=1.0, w=None):
     return th
 
 
-def apply(method, lp_fit, y_fit, w, prior, P):
+def apply(method, lp_fit, y_fit, w, P):
     lp = np.log(np.clip(P, 1e-300, None))
     if method == "none":
         return P
     if method == "T":
         return softmax(lp / fitT(lp_fit, y_fit), axis=1)
-    if method == "Tw":
-        return softmax(lp / fitT(lp_fit, y_fit, w), axis=1)
     if method.startswith("Tshr"):  # log T shrunk by factor
         lam = float(method[4:])
         return softmax(lp / fitT(lp_fit, y_fit) ** lam, axis=1)
@@ -75,11 +73,6 @@ def apply(method, lp_fit, y_fit, w, prior, P):
     if method.startswith("bias1shr"):
         th = fit_bias(lp_fit, y_fit, 1.0, w)
         return softmax(lp / np.exp(0.5 * th[0]) + th[1:], axis=1)
-    if method == "shrink":
-        a = fit_shrink(lp_fit, y_fit, prior, w)
-        return (1 - a) * P + a * prior
-    if method == "Tclip":  # only soften (T>=1)
-        return softmax(lp / max(1.0, fitT(lp_fit, y_fit, w)), axis=1)
     if method.startswith("bias"):
         th = fit_bias(lp_fit, y_fit, float(method[4:]), w)
         return softmax(lp / np.exp(th[0]) + th[1:], axis=1)
@@ -103,14 +96,13 @@ def main():
         y_fit = yi[rows]
         w = mixw(yi, rows)
         K = z["test"].shape[1]
-        prior = np.bincount(yi, minlength=K) / len(yi)
         cls = np.arange(K)
         for which in ("test", "wide"):
             if which not in z:
                 continue
             P, yy = z[which], z["yt" if which == "test" else "yw"]
             for m in methods:
-                Q = apply(m, lp_fit, y_fit, w, prior, P)
+                Q = apply(m, lp_fit, y_fit, w, P)
                 res[(ds, n, which)][m].append((ece_(cls, Q, yy), nll(np.log(np.clip(Q, 1e-12, None)), yy)))
             # oracle T on these texts
             lp = np.log(np.clip(P, 1e-300, None))
