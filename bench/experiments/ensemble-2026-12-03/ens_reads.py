@@ -1,0 +1,58 @@
+"""Reads for ens_offline.py: per draw of ``bench/selection.py`` (its seeds and
+rows), four readers (the two plain default prompts, few-shot 4 and zero-shot)
+fitted on the draw's texts read the same 1000 "wide" texts drawn from the pool
+rows the draw did not train on. Saves wide_reads/{dataset}_{n}_{draw}.npz."""
+
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+from bench import selection as S
+
+from llm_label_clf import LLMLabelClassifier
+from llm_label_clf.selection.candidates import DEFAULT_PROMPTS
+
+READERS = (
+    ("default", 0, 4),
+    ("instruction", 1, 4),
+    ("default0", 0, 0),
+    ("instruction0", 1, 0),
+)
+
+
+def main():
+    name, n, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    (HERE / "wide_reads").mkdir(exist_ok=True)
+    _, pool = S.test_and_pool(name, 300)
+    for d in range(draws):
+        start = time.time()
+        seed = S.draw_seed(name, n, d)
+        train = pool.iloc[S.draw_rows(pool["label"].to_numpy(), n, seed)]
+        X, y = train["text"].tolist(), train["label"].to_numpy()
+        rest = pool.drop(train.index)
+        rows = np.random.default_rng(seed).choice(len(rest), min(1000, len(rest)), replace=False)
+        Xw, yw = rest["text"].iloc[rows].tolist(), rest["label"].iloc[rows].to_numpy()
+        reads = {}
+        for pname, which, shots in READERS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                clf = LLMLabelClassifier(
+                    progress=False, low_mass="ignore", random_state=seed, few_shot=shots, **DEFAULT_PROMPTS[which]
+                ).fit(X, y)
+                reads[pname] = clf.predict_log_proba(Xw)
+        classes = list(clf.classes_)
+        np.savez_compressed(
+            str(HERE / "wide_reads" / f"{name}_{n}_{d}.npz"),
+            yw=np.array([classes.index(v) for v in yw]),
+            **reads,
+        )
+        print(name, n, d, f"{time.time() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
