@@ -300,13 +300,27 @@ def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndar
     return rows, probas
 
 
+def training_draw(name: str, n: int, d: int, pool: Any) -> tuple[int, Any]:
+    """Draw ``d`` of ``n`` texts of dataset ``name``: its seed and its training
+    rows of ``pool`` (every class at least once). The experiments in
+    ``bench/experiments/`` call it too, so they read the protocol's very draws."""
+    seed = draw_seed(name, n, d)
+    return seed, pool.iloc[draw_rows(pool["label"].to_numpy(), n, seed)]
+
+
+def wide_texts(rest: Any, wide: int, seed: int) -> tuple[list[str], np.ndarray]:
+    """``wide`` texts (all, if fewer) of ``rest``, the pool rows a draw did not
+    train on, drawn at random seeded by the draw: (texts, labels)."""
+    rows = np.random.default_rng(seed).choice(len(rest), min(wide, len(rest)), replace=False)
+    return rest["text"].iloc[rows].tolist(), rest["label"].iloc[rows].to_numpy()
+
+
 def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int, wide: int = 0) -> dict[str, Any]:
     """Every number of one draw (dataset ``name``, ``n`` texts, draw ``d``);
     with ``wide``, the fit also scored on that many more texts (``wide_test``)."""
     from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
 
-    seed = draw_seed(name, n, d)
-    train = pool.iloc[draw_rows(pool["label"].to_numpy(), n, seed)]
+    seed, train = training_draw(name, n, d, pool)
     X, y = train["text"].tolist(), train["label"].to_numpy()
     Xt, yt = test["text"].tolist(), test["label"].to_numpy()
     base = dict(progress=False, low_mass="ignore", random_state=seed)
@@ -347,10 +361,9 @@ def wide_test(search: Any, rest: Any, wide: int, seed: int) -> dict[str, Any]:
     probabilities and with its temperature: 300 test texts leave an ECE floor
     of ~0.05, the very goal; 1000 texts bring it to ~0.03. Only the fit is
     read there (the fixed modes' reads of new texts per draw would cost 9x)."""
-    rows = np.random.default_rng(seed).choice(len(rest), min(wide, len(rest)), replace=False)
-    Xw, yw = rest["text"].iloc[rows].tolist(), rest["label"].iloc[rows].to_numpy()
+    Xw, yw = wide_texts(rest, wide, seed)
     without = scores(search.classes_, search.best_estimator_.predict_proba(Xw), yw)
-    return {"wide_test": {**without, "texts": len(rows)},
+    return {"wide_test": {**without, "texts": len(yw)},
             "wide_test_with_temperature": scores(search.classes_, search.predict_proba(Xw), yw)}
 
 

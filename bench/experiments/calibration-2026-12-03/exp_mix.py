@@ -41,13 +41,11 @@ def main():
                     if key in res:
                         continue
                     t0 = time.perf_counter()
-                    seed = S.draw_seed(name, n, d)
-                    train = pool.iloc[S.draw_rows(pool["label"].to_numpy(), n, seed)]
+                    seed, train = S.training_draw(name, n, d, pool)
                     X, y = train["text"].tolist(), train["label"].to_numpy()
                     Xt, yt = test["text"].tolist(), test["label"].to_numpy()
                     rest = pool.drop(train.index)
-                    rows = np.random.default_rng(seed).choice(len(rest), min(wide_n, len(rest)), replace=False)
-                    Xw, yw = rest["text"].iloc[rows].tolist(), rest["label"].iloc[rows].to_numpy()
+                    Xw, yw = S.wide_texts(rest, wide_n, seed)
                     base = dict(progress=False, low_mass="ignore", random_state=seed)
                     rec = {}
                     for arm, flag in (("unweighted", False), ("weighted", True)):

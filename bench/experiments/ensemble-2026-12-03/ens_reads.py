@@ -31,12 +31,10 @@ def main():
     _, pool = S.test_and_pool(name, 300)
     for d in range(draws):
         start = time.time()
-        seed = S.draw_seed(name, n, d)
-        train = pool.iloc[S.draw_rows(pool["label"].to_numpy(), n, seed)]
+        seed, train = S.training_draw(name, n, d, pool)
         X, y = train["text"].tolist(), train["label"].to_numpy()
         rest = pool.drop(train.index)
-        rows = np.random.default_rng(seed).choice(len(rest), min(1000, len(rest)), replace=False)
-        Xw, yw = rest["text"].iloc[rows].tolist(), rest["label"].iloc[rows].to_numpy()
+        Xw, yw = S.wide_texts(rest, 1000, seed)
         reads = {}
         for pname, which, shots in READERS:
             with warnings.catch_warnings():
