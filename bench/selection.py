@@ -548,13 +548,30 @@ def pm(cell: list[Any] | None, digits: int = 1, sign: bool = True) -> str:
 
 
 def machine_line(doc: dict[str, Any]) -> str:
-    parts = []
-    for s in doc["sessions"]:
+    """The machines the draws ran on, one entry per CPU kind and engine dtype,
+    each with its sessions' dates and load and the cells whose draws it ran
+    (every session is itemised in the JSON's ``sessions``)."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for index, s in enumerate(doc["sessions"]):
         m = s["machine"]
-        parts.append(f"{m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), engine dtype "
-                     f"{s.get('engine_dtype', '?')}, load average {s['load_avg_start']:.1f} at start and "
-                     f"{s.get('load_avg_end', float('nan')):.1f} at end ({s['started']})")
-    return "Run on " + "; then ".join(parts) + "."
+        key = (m["cpu_model"], m["cpu_capability"], str(m["cores_usable"]), s.get("engine_dtype", "?"))
+        groups.setdefault(key, []).append(index)
+    parts = []
+    for (cpu, capability, cores, dtype), indices in groups.items():
+        sessions = [doc["sessions"][i] for i in indices]
+        starts = [s["load_avg_start"] for s in sessions]
+        ends = [s.get("load_avg_end", float("nan")) for s in sessions]
+        cells: dict[tuple[str, int], int] = {}
+        for r in doc["draws"].values():
+            if r.get("session") in indices:
+                cells[(r["dataset"], r["n"])] = cells.get((r["dataset"], r["n"]), 0) + 1
+        ran = ", ".join(f"{name}/{n} ×{count}" for (name, n), count in sorted(cells.items()))
+        parts.append(f"{cpu} ({capability}, {cores} cores), engine dtype {dtype}: {len(sessions)} sessions from "
+                     f"{sessions[0]['started']} to {sessions[-1]['started']}, load average "
+                     f"{min(starts):.1f}–{max(starts):.1f} at start and {min(ends):.1f}–{max(ends):.1f} at end; "
+                     f"draws (dataset/texts ×draws) {ran or 'none (wide tests and reruns only)'}")
+    return ("Run on " + "; and on ".join(parts) + ". Each session's machine, load and "
+            "arguments are in the results JSON.")
 
 
 def sizes_of(agg: dict[str, dict[str, Any]]) -> list[str]:

@@ -17,6 +17,9 @@ from helpers import make_classifier
 TREC_PROMPTS = ["Question: {text}\nAnswer type:", "Question: {text}\nFine answer type:"]
 YES_NO_PROMPT = "Article: {text}\nQuestion: is this article about {label}?\nAnswer:"
 N_TEXTS = 10
+#: float32 reads of the same prompt in another batch or prefix-cache state differ
+#: by ~1e-6 (7.5e-7 seen in CI, stop 39); a wrong column or label is off by far more
+READ_TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def test_each_output_equals_its_own_single_output_estimator(multi, trec):
     for j, col in enumerate(Y.columns):
         single = make_classifier(prompt=TREC_PROMPTS[j], low_mass="ignore").fit(X, Y[col])
         assert probas[j].shape == (len(X), len(single.classes_))
-        np.testing.assert_allclose(probas[j], single.predict_proba(X), atol=1e-9)
+        np.testing.assert_allclose(probas[j], single.predict_proba(X), atol=READ_TOLERANCE)
     assert multi.estimators_[1].label_mode_ == "full_sequence"  # "NUM:dist" is several tokens
 
 
@@ -62,7 +65,7 @@ def test_predict_is_two_dimensional_and_score_counts_whole_rows(multi, trec):
         np.testing.assert_array_equal(pred[:, j], multi.classes_[j][probas[j].argmax(axis=1)])
     assert multi.score(X, Y) == pytest.approx(np.mean(np.all(pred == Y.to_numpy(), axis=1)))
     logs = multi.predict_log_proba(X)
-    np.testing.assert_allclose(np.exp(logs[0]), probas[0], atol=1e-12)
+    np.testing.assert_allclose(np.exp(logs[0]), probas[0], atol=READ_TOLERANCE)
 
 
 def test_default_prompts_name_the_dataframe_columns(engine, trec):
@@ -76,7 +79,7 @@ def test_multi_output_estimator_clones_and_pickles(multi, trec):
     X, _ = trec
     assert clone(multi).get_params()["prompt"] == TREC_PROMPTS
     restored = pickle.loads(pickle.dumps(multi))
-    np.testing.assert_allclose(restored.predict_proba(X[:3])[1], multi.predict_proba(X[:3])[1], atol=1e-12)
+    np.testing.assert_allclose(restored.predict_proba(X[:3])[1], multi.predict_proba(X[:3])[1], atol=READ_TOLERANCE)
 
 
 def test_multilabel_reads_one_yes_no_question_per_label(engine, tagged):
@@ -89,7 +92,7 @@ def test_multilabel_reads_one_yes_no_question_per_label(engine, tagged):
     assert np.all((proba > 0) & (proba < 1))
     question = YES_NO_PROMPT.replace("{label}", "Sports")
     single = make_classifier(prompt=question, labels={0: "no", 1: "yes"}).fit(X, [0, 1] * (len(X) // 2))
-    np.testing.assert_allclose(proba[:, 2], single.predict_proba(X)[:, 1], atol=1e-9)
+    np.testing.assert_allclose(proba[:, 2], single.predict_proba(X)[:, 1], atol=READ_TOLERANCE)
     np.testing.assert_array_equal(clf.predict(X), (proba >= 0.5).astype(int))
     strict = clone(clf).set_params(threshold=0.9).fit(X, sets)
     assert strict.predict(X).sum() <= clf.predict(X).sum()
@@ -102,7 +105,7 @@ def test_indicator_matrix_equals_label_sets(engine, tagged):
     indicator = pd.DataFrame([[int(n in s) for n in names] for s in sets], columns=names)
     from_sets = make_classifier(prompt=YES_NO_PROMPT).fit(X, sets)
     from_matrix = make_classifier(prompt=YES_NO_PROMPT).fit(X, indicator)
-    np.testing.assert_allclose(from_matrix.predict_proba(X), from_sets.predict_proba(X), atol=1e-12)
+    np.testing.assert_allclose(from_matrix.predict_proba(X), from_sets.predict_proba(X), atol=READ_TOLERANCE)
     pred = from_sets.predict(X)
     assert from_sets.score(X, sets) == pytest.approx(np.mean(np.all(pred == indicator.to_numpy(), axis=1)))
 
