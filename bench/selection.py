@@ -755,7 +755,9 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
     return fit_table(agg, "ece_with_temperature", (
         "The held-out temperature (`recalibrate=\"temperature\"`), recorded beside the default fit: ECE "
         "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
-        "and stacked picks; overconfidence is the mean top-label probability minus accuracy. \"T if nested "
+        "and stacked picks; overconfidence is the mean top-label probability minus accuracy. Every draw "
+        "here was run before 2026-12-04, with the temperature unshrunk (`temperature.shrunk` now keeps "
+        "m / (m + 64) of its log). \"T if nested "
         "gain\" is an earlier experiment (`recalibrate=\"auto\"`, not merged; its branch was not kept): the "
         "temperature only where a nested check (T fitted without the split that scores it, on the candidate "
         "chosen without it) lowered that split's log-loss; \"applied\" is the share of draws where it did "

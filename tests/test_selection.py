@@ -26,6 +26,7 @@ from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.rules import choose, complexity_of, held_out_choices, held_out_estimate
 from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
+from llm_label_clf.selection.temperature import SHRINK_TEXTS, fit_temperature, shrunk
 
 N_TEXTS = 48
 PROMPTS = [SST2_TEMPLATE, {"prompt": "Text: {text}\nIs it {labels}?\nAnswer:", "instructions": None}]
@@ -427,6 +428,23 @@ def test_held_out_estimate_chooses_each_split_without_its_own_score():
     with pytest.raises(ValueError, match="must be at least 2 and divide the 6 splits"):
         held_out_estimate(table, [0, 0], "best", 4)
 
+
+
+def test_the_temperature_is_fitted_then_shrunk_by_the_texts_it_saw():
+    """Labels drawn from softmax(logits / 2) ask for T near 2 on many rows;
+    the applied T keeps m / (m + 64) of log T: none of it with no rows,
+    half at 64, nearly all at 6400, and never crosses 1."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(scale=3.0, size=(4000, 3))
+    log_proba = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    y_index = np.array([rng.choice(3, p=row) for row in softmax(logits / 2.0, axis=1)])
+    fitted = fit_temperature(log_proba, y_index)
+    assert 1.8 < fitted < 2.2
+    assert shrunk(fitted, 0) == 1.0 and fit_temperature(log_proba[:0], y_index[:0]) == 1.0
+    assert shrunk(fitted, SHRINK_TEXTS) == pytest.approx(np.sqrt(fitted))
+    steps = [shrunk(fitted, m) for m in (8, 56, 120, 6400)]
+    assert all(1.0 < a < b < fitted for a, b in zip(steps, steps[1:]))
+    assert 1 / fitted < shrunk(1 / fitted, 56) < 1.0  # a sharpening T is shrunk toward 1 too
 
 # --- calibrations under class imbalance ---------------------------------------
 

@@ -43,7 +43,7 @@ from .candidates import Candidate, candidates
 from .folds import results, scorer, split_rows, usable_few_shots
 from .rules import check_rule, choose, complexity_of, held_out_estimate
 from .scores import ReaderReads, StackingHead, fold_log_proba, score_fold
-from .temperature import fit_temperature, tempered
+from .temperature import fit_temperature, shrunk, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
 
@@ -139,9 +139,13 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     recalibrate : {"temperature", None}, default=None
         "temperature": fit one temperature ``T`` on the chosen candidate's
         held-out log-probabilities of every split (log-loss of
-        softmax(log p / T), log T in [-3, 3]) and apply it to
+        softmax(log p / T), log T in [-3, 3]), shrink its log toward 0 by
+        the m texts scored (log T * m / (m + 64)) and apply it to
         ``best_estimator_``'s probabilities; predictions (the argmax) are
-        unchanged. None: ``temperature_`` is 1 and the probabilities are
+        unchanged. The shrinking (2026-12-04) took the wide-test ECE change
+        of the unshrunk ``T`` at 64 and 128 texts from +0.002 to -0.011 on
+        the design sets and from +0.019 to -0.006 on the report sets; the
+        figures below are the unshrunk ``T``'s. None: ``temperature_`` is 1 and the probabilities are
         ``best_estimator_``'s. Not the default: on the design sets at 64
         texts (10 draws each, commit 3989356) it raised the test ECE from 0.067 to 0.088 on
         SST-2 and lowered it from 0.096 to 0.090 on TREC, and raised the
@@ -220,7 +224,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         Its standard error (the splits' standard deviation over
         sqrt(``n_folds_``)).
     temperature_ : float
-        The temperature applied to ``best_estimator_``'s probabilities
+        The (shrunk) temperature applied to ``best_estimator_``'s probabilities
         (``recalibrate``); 1.0 when not recalibrated, or for the unscored
         fallback (``small_data``), which has no held-out predictions.
     best_estimator_ : LLMLabelClassifier or Pipeline
@@ -600,13 +604,15 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     def _temperature(held_out: list[np.ndarray | None], y_index: np.ndarray, folds: list[Any]) -> float:
         """The temperature fitted on the chosen candidate's held-out
         log-probabilities of every split, kept from the scoring (recomputing
-        them took a fifth of a stacked pick's fit); splits it could not fit
-        are left out."""
+        them took a fifth of a stacked pick's fit), shrunk by the number of
+        distinct texts scored (``temperature.shrunk``); splits it could not
+        fit are left out."""
         parts = [p for p in held_out if p is not None]
         rows = [test for p, (_, test) in zip(held_out, folds, strict=True) if p is not None]
         if not parts:
             return 1.0
-        return fit_temperature(np.vstack(parts), y_index[np.concatenate(rows)])
+        scored = np.concatenate(rows)
+        return shrunk(fit_temperature(np.vstack(parts), y_index[scored]), len(np.unique(scored)))
 
     def _refit_metric(self, names: list[str]) -> str:
         if names == ["score"]:

@@ -86,6 +86,28 @@ def greedy(oofs, y, geometric, rounds=20):
     return np.bincount(chosen, minlength=len(oofs)) / len(chosen)
 
 
+def trial(reads, yw, K, draw, t, labelled):
+    """Trial ``t`` of a draw: the labelled rows' labels, the test rows' labels,
+    and the 13 candidates (name, out-of-fold proba, test proba)."""
+    seed = 1000 * draw + t
+    rng = np.random.default_rng(seed)
+    # 2 texts of every class first (as the search needs to score them), then at random
+    first = np.concatenate([rng.choice(np.flatnonzero(yw == c), 2, replace=False) for c in range(K)])
+    rest = rng.permutation(np.setdiff1d(np.arange(len(yw)), first))
+    lab = np.concatenate([first, rest[: labelled - len(first)]])
+    ev = rest[labelled - len(first) :]
+    y, ye = yw[lab], yw[ev]
+    k = int(min(5, np.bincount(y, minlength=K).min()))
+    folds = list(StratifiedKFold(k, shuffle=True, random_state=seed).split(y, y))
+    cands = []
+    for reader, Fw in reads.items():
+        for cal, oof, pe in candidates(Fw[lab], y, Fw[ev], seed, K, folds):
+            cands.append((f"{reader}/{cal}", oof, pe))
+    S = np.hstack(list(reads.values()))
+    cands += [("stack/learned", *c[1:]) for c in candidates(S[lab], y, S[ev], seed, K, folds, raw=False)]
+    return y, ye, cands, folds
+
+
 def main():
     name, size, labelled = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     trials = int(sys.argv[4]) if len(sys.argv) > 4 else 5
@@ -96,22 +118,7 @@ def main():
         reads, yw = {r: z[r] for r in READERS}, z["yw"]
         K = int(max(r.shape[1] for r in reads.values()))
         for t in range(trials):
-            seed = 1000 * int(Path(f).stem.split("_")[-1]) + t
-            rng = np.random.default_rng(seed)
-            # 2 texts of every class first (as the search needs to score them), then at random
-            first = np.concatenate([rng.choice(np.flatnonzero(yw == c), 2, replace=False) for c in range(K)])
-            rest = rng.permutation(np.setdiff1d(np.arange(len(yw)), first))
-            lab = np.concatenate([first, rest[: labelled - len(first)]])
-            ev = rest[labelled - len(first) :]
-            y, ye = yw[lab], yw[ev]
-            k = int(min(5, np.bincount(y, minlength=K).min()))
-            folds = list(StratifiedKFold(k, shuffle=True, random_state=seed).split(y, y))
-            cands = []
-            for reader, Fw in reads.items():
-                for cal, oof, pe in candidates(Fw[lab], y, Fw[ev], seed, K, folds):
-                    cands.append((f"{reader}/{cal}", oof, pe))
-            S = np.hstack(list(reads.values()))
-            cands += [("stack/learned", *c[1:]) for c in candidates(S[lab], y, S[ev], seed, K, folds, raw=False)]
+            y, ye, cands, _ = trial(reads, yw, K, int(Path(f).stem.split("_")[-1]), t, labelled)
             best = int(np.argmin([logloss(c[1], y) for c in cands]))
             rules = {"pick": cands[best][2]}
             for geometric in (False, True):
