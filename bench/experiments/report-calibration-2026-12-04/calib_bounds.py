@@ -33,7 +33,7 @@ from bench.selection import ece_floor
 from bench.selection import expected_calibration_error as ece
 
 from llm_label_clf.fitting.calibration import class_prior, debias, mean_bias
-from llm_label_clf.selection.temperature import fit_temperature, shrunk
+from llm_label_clf.selection.temperature import SHRINK_TEXTS, fit_temperature, shrunk, tempered
 
 FRESH_TRIALS = 5
 COLUMNS = (
@@ -67,7 +67,7 @@ def one_draw(z, rng):
 
     rows = z["oof_rows"]
     m = len(rows)
-    weight = m / (m + 64)
+    weight = m / (m + SHRINK_TEXTS)  # the weight shrunk() gives log T, for the bias+T map
     fresh = []
     for _ in range(FRESH_TRIALS):
         order = rng.permutation(len(y))
@@ -76,17 +76,17 @@ def one_draw(z, rng):
         theta = fit_bias(log_proba[fit_rows], y[fit_rows], 1.0)
         fresh.append(
             [
-                score(log_softmax(log_proba / shrunk(temperature, m), axis=1), rest),
-                score(log_softmax(log_proba / temperature, axis=1), rest),
+                score(tempered(log_proba, shrunk(temperature, m)), rest),
+                score(tempered(log_proba, temperature), rest),
                 score(with_bias(log_proba, theta), rest),
                 score(with_bias(log_proba, theta, weight), rest),
             ]
         )
     prior = class_prior(z["y_index"], proba.shape[1])
-    folds_t = log_softmax(log_proba / shrunk(fit_temperature(z["oof"], z["y_index"][rows]), m), axis=1)
+    folds_t = tempered(log_proba, shrunk(fit_temperature(z["oof"], z["y_index"][rows]), m))
     return [
         score(log_proba),
-        score(log_softmax(log_proba / fit_temperature(log_proba, y), axis=1)),
+        score(tempered(log_proba, fit_temperature(log_proba, y))),
         score(with_bias(log_proba, fit_bias(log_proba, y, 0.0))),
         *np.mean(fresh, axis=0),
         score(debias(log_proba, mean_bias(log_proba, prior))),
