@@ -61,7 +61,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
-OUT = RESULTS / "selection-protocol"
+OUT = RESULTS / "selection-protocol"  # --name changes it
 
 #: name -> (file, set). The split is fixed: defaults (the selection rule, the
 #: repeats, the candidates) are chosen on the design sets only; the report
@@ -240,7 +240,7 @@ def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, 
     """Each variant's pick (a row of ``table``) and its estimates, from the
     split scores alone: the 1-repeat variants use the first n_folds columns
     (column = repeat * n_folds + fold)."""
-    from llm_label_clf.selection.rules import RULES, choose, held_out_estimate
+    from llm_label_clf.selection.rules import RULES, choose
 
     if table.shape[1] != n_folds * repeats:
         raise ValueError(f"{table.shape[1]} split columns are not {repeats} repeats of {n_folds} folds")
@@ -251,11 +251,11 @@ def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, 
                 rows = np.flatnonzero(fewer) if which == "fewer" else np.arange(len(table))
                 sub = table[rows][:, : r * n_folds]
                 means, sems = mean_sem(sub, n_folds)
-                k = int(choose(means, sems, complexity[rows], rule))
-                estimate, estimate_sem = held_out_estimate(sub, complexity[rows], rule, n_folds)
+                k = int(choose(means, sems, complexity[rows], rule, sub, n_folds))
+                # the nested estimate needs the inner splits' scores, which only the fit has (fit.held_out_score)
                 picks[variant_name(rule, r, which)] = {
                     "index": int(rows[k]), "cv_mean": float(means[k]), "cv_sem": float(sems[k]),
-                    "estimate": float(estimate), "estimate_sem": float(estimate_sem),
+                    "estimate": None, "estimate_sem": None,
                 }
     return picks
 
@@ -276,6 +276,8 @@ def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndar
     from llm_label_clf.selection.scores import StackingHead
 
     rows, probas = [], {}
+    shown = sorted({row for p in search.readers_ if p.get("few_shot")
+                    for row in LLMLabelClassifier(**base).set_params(**p, calibration=None).fit(X, y).few_shot_rows_})
     for i, params in enumerate(search.cv_results_["params"]):
         row: dict[str, Any] = {"params": jsonable(params), "chose": chose(params),
                                "complexity": int(search.cv_results_["complexity"][i])}
@@ -283,13 +285,15 @@ def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndar
             rows.append(row)
             continue
         try:
-            if params.get("stack"):
+            if params.get("stack") and i == search.best_index_:
+                model = search.best_estimator_  # the refit's head is fitted on the scoring's reads
+            elif params.get("stack"):
                 union = FeatureUnion([(f"reader_{r}", LLMLabelClassifier(**base).set_params(**p, calibration=None))
                                       for r, p in enumerate(search.readers_)])
                 head = StackingHead(params["class_weight"], learned_seed(base["random_state"]))
-                # as the refit: the head leaves out the rows the readers show as examples
-                model = Pipeline([("features", union), ("head", head)]).fit(
-                    X, y, head__example_rows=search.example_rows_)
+                # not the refit (its head is fitted on the scoring's reads): fitted alone, leaving out the
+                # rows the readers show as examples
+                model = Pipeline([("features", union), ("head", head)]).fit(X, y, head__example_rows=shown)
             else:
                 model = LLMLabelClassifier(**base).set_params(**params).fit(X, y)
             probas[i] = model.predict_proba(Xt)
@@ -455,6 +459,12 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
                 **versus(r, f["test"]), "ece_without_temperature": f["test_without_temperature"]["ece"],
                 "log_loss_without_temperature": f["test_without_temperature"]["log_loss"],
                 "estimate_bias": f["held_out_score"] - loss, "cv_mean_bias": f["best_score"] - loss,
+                "estimate_covers": (float(abs(f["held_out_score"] - loss) <= 2 * f["held_out_score_sem"])
+                                    if np.isfinite(f["held_out_score"]) and np.isfinite(f["held_out_score_sem"])
+                                    else None),
+                "log_loss_vs_zero_shot": _diff(-loss, (r["fixed"].get("zero-shot") or {}).get("log_loss"), 1.0),
+                "worse_than_zero_shot_005": (None if "log_loss" not in (r["fixed"].get("zero-shot") or {}) else
+                                             float(-loss - r["fixed"]["zero-shot"]["log_loss"] > 0.05)),
                 "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
                 **temperature_variants(f),
                 "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
@@ -675,7 +685,8 @@ def summary(doc: dict[str, Any]) -> str:
     agg, p = doc["aggregates"], doc["protocol"]
     lines = ["<!-- selection:start -->", machine_line(doc), "",
              (f"Protocol: per dataset a fixed test set of {p['test']} texts; {p['draws']} random training sets per "
-              "size; the default `LLMLabelClassifierCV` (rule \"best\", small_data \"fallback\", no temperature), "
+              "size; the default `LLMLabelClassifierCV` (rule \"guarded\", small_data \"fallback\", no temperature, "
+              "the nested `held_out_score_`), "
               "`n_repeats` per "
               f"dataset: {repeats_used(doc)}. ECE floor: the ECE perfectly calibrated probabilities would show "
               "on the same test texts. "
@@ -684,19 +695,26 @@ def summary(doc: dict[str, Any]) -> str:
               + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only; the rows below are the report "
               "sets."), ""]
     table = ["| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE "
-             "| ECE floor | held-out estimate − test | fit: zero-shot passes | fit s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| ECE floor | held-out estimate − test | estimate ± 2 SE covers test | log-loss − zero-shot's "
+             "| draws > +0.05 nats | fit: zero-shot passes | fit s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     goal = []
-    for name in [k for k in agg if SETS[k][1] == "report"]:
+    for name in sorted(agg, key=lambda k: (SETS[k][1] != "report", k)):
         for n, a in agg[name].items():
             f = a["variants"].get(FIT)
             if f is None:
                 continue
-            table.append(f"| {name} | {n} | {a['draws']} | {pm(f['accuracy'], 3, False)} | {pm(f['vs_best_fixed'])} "
+            covers, worse = f.get("estimate_covers", [None]), f.get("worse_than_zero_shot_005", [None, None, 0])
+            table.append(f"| {name} ({SETS[name][1]}) | {n} | {a['draws']} | {pm(f['accuracy'], 3, False)} "
+                         f"| {pm(f['vs_best_fixed'])} "
                          f"| {pm(f['vs_zero_shot'])} | {pm(f['vs_batch'])} | {pm(f['macro_f1'], 3, False)} "
                          f"| {pm(f['ece'], 3, False)} | {pm(f['ece_floor'], 3, False)} | {pm(f['estimate_bias'], 3)} "
+                         f"| {'–' if covers[0] is None else f'{covers[0]:.0%}'} "
+                         f"| {pm(f.get('log_loss_vs_zero_shot'), 3)} "
+                         f"| {'–' if worse[0] is None else f'{round(worse[0] * worse[2])} of {worse[2]}'} "
                          f"| {pm(f['zero_shot_passes'], 1, False)} | {pm(f['fit_s'], 0, False)} |")
-            if int(n) >= 64 and None not in (f["vs_best_fixed"][0], f["vs_zero_shot"][0], f["ece"][0]):
+            checked = (f["vs_best_fixed"][0], f["vs_zero_shot"][0], f["ece"][0])
+            if SETS[name][1] == "report" and int(n) >= 64 and None not in checked:
                 accurate = f["vs_best_fixed"][0] >= -1 and f["vs_zero_shot"][0] >= 0
                 met = accurate and f["ece"][0] <= 0.05
                 wide = f.get("wide_ece", [None])[0]
@@ -778,7 +796,7 @@ def write(doc: dict[str, Any]) -> None:
     doc["aggregates"] = aggregates(doc)
     OUT.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     OUT.with_suffix(".md").write_text(markdown(doc))
-    (RESULTS / "selection-protocol-summary.md").write_text(summary(doc))
+    (RESULTS / f"{OUT.name}-summary.md").write_text(summary(doc))
 
 
 # -------------------------------------------------------------------- main
@@ -795,6 +813,7 @@ def prewarm(test: Any) -> None:
 
 
 def main() -> None:
+    global OUT
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", choices=list(SETS), help="default: every set but banking77")
     parser.add_argument("--set", choices=("design", "report", "all"), default="all")
@@ -810,7 +829,10 @@ def main() -> None:
                         help="also score the fit on this many texts of the pool it was not trained on (per draw)")
     parser.add_argument("--only", type=int, nargs="+", metavar="DRAW",
                         help="with --rerun: only these draw numbers (say, those where a new default changes the fit)")
+    parser.add_argument("--name", default=OUT.name,
+                        help="the results' file name in bench/results (a new protocol run beside the recorded one)")
     args = parser.parse_args()
+    OUT = RESULTS / args.name
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from bench.report import machine
 

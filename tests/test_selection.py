@@ -24,7 +24,9 @@ from llm_label_clf.fitting.calibration import class_prior
 from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
-from llm_label_clf.selection.rules import choose, complexity_of, held_out_choices, held_out_estimate
+from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
+from llm_label_clf.selection.reads import read_reader, swapped_examples
+from llm_label_clf.selection.rules import choose, complexity_of
 from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
 from llm_label_clf.selection.temperature import SHRINK_TEXTS, fit_temperature, shrunk
 
@@ -74,8 +76,9 @@ def test_every_candidate_is_scored_in_grid_search_layout(selected):
 
 
 def test_each_way_of_reading_is_read_once_and_the_refit_reads_nothing(selected, sst2):
-    """Single-token labels: one read per text per reader, plus its three
-    content-free inputs; calibrations, folds and the refit add none."""
+    """Single-token labels: one read per text per reader (an example text
+    under its own swapped prompt), plus its three content-free inputs;
+    calibrations, folds and the refit add none."""
     X, _ = sst2
     cost = selected.fit_cost_
     assert cost["engine_reads"] == 4 * (len(X) + 3)
@@ -94,7 +97,7 @@ def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, eng
     reader = clone(base).fit(X, y)
     reads = reader._read(X)[0]
     free = reader._read(["N/A", "", "[MASK]"])[0].log_proba()
-    readers = [ReaderReads(reads, free, ())]
+    readers = [ReaderReads(reads, free)]
     classes = reader.classes_
     y_index = np.searchsorted(classes, y)
     rng = np.random.RandomState(3)
@@ -148,50 +151,72 @@ def test_standard_errors_complexity_and_held_out_estimate_are_arithmetic_on_the_
     np.testing.assert_array_equal(results["complexity"], [complexity_of(p) for p in results["params"]])
     assert set(levels) == {0, 1, 2, 3}  # every level is a candidate (few_shots=(0, 1), stack)
     splits = np.column_stack([results[f"split{k}_test_neg_log_loss"] for k in range(3)])
-    assert (selected.held_out_score_, selected.held_out_score_sem_) == pytest.approx(
-        held_out_estimate(splits, results["complexity"], "one_se", 3), rel=1e-12
-    )
-    assert np.isfinite(selected.held_out_score_) and selected.held_out_score_sem_ >= 0
+    chosen = selected.held_out_choices_
+    assert chosen.shape == (3,) and (chosen >= 0).all()
+    assert selected.held_out_score_ == pytest.approx(np.mean([splits[c, k] for k, c in enumerate(chosen)]), rel=1e-12)
+    assert np.isfinite(selected.held_out_score_) and selected.held_out_score_sem_ > 0
     assert selected.n_folds_ == selected.n_splits_ == 3
 
 
-def test_stacked_candidate_refits_as_a_pipeline_of_the_readers(selected, sst2):
-    """The stacked model: a FeatureUnion of every reader's label logprobs and
-    a logistic regression; fitted from the cache, it reads nothing new."""
+def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorings_reads(selected, sst2):
+    """The stacked model: a FeatureUnion of every reader (fitted on every
+    text: plans, no reads) and a logistic regression fitted on the reads the
+    scoring made, each text under a prompt that does not show it (as
+    StackingClassifier fits on out-of-fold predictions); refitting it reads
+    nothing."""
     X, y = sst2
+    base = make_classifier(random_state=0, low_mass="ignore")
+    y_index = np.searchsorted(selected.classes_, y)
+    records = [{"text": t} for t in X]
+    fitted = [clone(base).set_params(**p, calibration=None).fit(X, y) for p in selected.readers_]
+    with ReadCache().active():
+        reads = [read_reader(r, records, y_index, "test") for r in fitted]
     stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
     cache = ReadCache()
     with cache.active():
-        model = selected._refit(
-            make_classifier(random_state=0, low_mass="ignore"), selected.readers_,
-            Candidate(None, selected.cv_results_["params"][stacked]), X, y,
-        )
-    # a fresh cache: every reader reads each text once, nothing more
-    assert cache.reads == len(selected.readers_) * len(X)
+        model = selected._refit(base, selected.readers_, Candidate(None, selected.cv_results_["params"][stacked]),
+                                X, y, reads)
+    assert cache.reads == 0
     assert isinstance(model, Pipeline)
     assert len(model.named_steps["features"].transformer_list) == 4
+    head = model.named_steps["head"]
+    scored = np.hstack([r.reads.class_logprobs for r in reads])
+    alone = StackingHead(head.class_weight, head.random_state).fit(scored, y)
+    np.testing.assert_allclose(head.predict_proba(scored), alone.predict_proba(scored), atol=1e-12)
     proba = model.predict_proba(X[:8])
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert model.predict(X[:8]).dtype == y.dtype
-    # the head is fitted on the rows no reader shows: a few-shot reader's read of its own example knows the answer
-    with cache.active():
+    # the pipeline's own few-shot readers show some training texts: their reads of those differ from the scoring's
+    with ReadCache().active():
         features = model.named_steps["features"].transform(X)
-    hidden = np.setdiff1d(np.arange(len(X)), selected.example_rows_)
-    head = model.named_steps["head"]
-    alone = StackingHead(head.class_weight, head.random_state).fit(features[hidden], y[hidden])
-    leaky = StackingHead(head.class_weight, head.random_state).fit(features, y)
-    np.testing.assert_allclose(head.predict_proba(features), alone.predict_proba(features), atol=1e-12)
-    assert np.abs(head.predict_proba(features) - leaky.predict_proba(features)).max() > 1e-3
+    assert np.abs(features - scored).max() > 1e-3
 
 
-def test_few_shot_examples_are_drawn_as_the_refit_draws_them_and_never_scored(selected, sst2):
+def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2):
+    """A few-shot reader reads every text under the refit's prompt (the reads
+    equal the refit estimator's), but an example text under that prompt with
+    itself swapped, at its place, for an unshown text of its class: every
+    text is scored, none by a prompt that shows it."""
     X, y = sst2
-    rows = set(LLMLabelClassifier(prompt=SST2_TEMPLATE, few_shot=1, random_state=0, progress=False).fit(X, y)
-               .few_shot_rows_)
-    other = PROMPTS[1]["prompt"]
-    rows |= set(LLMLabelClassifier(prompt=other, few_shot=1, random_state=0, progress=False).fit(X, y).few_shot_rows_)
-    assert set(selected.example_rows_) == rows
-    assert len(rows) >= 2
+    base = make_classifier(random_state=0, low_mass="ignore")
+    y_index = np.searchsorted(selected.classes_, y)
+    params = next(p for p in selected.readers_ if p["few_shot"])
+    reader = clone(base).set_params(**params, calibration=None).fit(X, y)
+    shown = list(reader.few_shot_rows_)
+    with ReadCache().active():
+        reads = read_reader(reader, [{"text": t} for t in X], y_index, "test").reads.log_proba()
+        whole = reader.predict_log_proba(X)
+    rest = np.setdiff1d(np.arange(len(X)), shown)
+    np.testing.assert_allclose(reads[rest], whole[rest], atol=CACHE_TOLERANCE)
+    assert np.abs(reads[shown] - whole[shown]).max() > 1e-3  # read under the prompt that shows them, they differ
+    for row, swapped in zip(shown, swapped_examples(shown, y_index, 0), strict=True):
+        assert row not in swapped and len(swapped) == len(shown)
+        (place,) = [i for i, r in enumerate(shown) if r == row]
+        new = swapped[place]
+        assert y_index[new] == y_index[row] and new not in shown
+        assert swapped[:place] + swapped[place + 1:] == shown[:place] + shown[place + 1:]
+    # a class with no unshown text left: its example is dropped, not replaced
+    assert swapped_examples([0, 1], np.array([0, 1, 1]), 0) == [[1], [0, 2]]
 
 
 def test_clone_and_pickle(selected, sst2):
@@ -205,14 +230,14 @@ def test_clone_and_pickle(selected, sst2):
 
 def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine, sst2):
     X, y = sst2
-    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False, cv=2)
+    small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False, cv=3)
     one = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), rule="best", **small).fit(X, y)
     assert "mean_test_score" in one.cv_results_ and len(one.cv_results_["params"]) == 2
     assert one.best_index_ == np.argmax(one.cv_results_["mean_test_score"])  # "best": the highest mean
     assert one.cv_results_["rank_test_score"][one.best_index_] == 1
     assert one.scorer_ is not None and one.best_params_["calibration"] in (None, "batch")
     assert one.best_score_ == pytest.approx(
-        np.mean([one.cv_results_[f"split{k}_test_score"][one.best_index_] for k in range(2)])
+        np.mean([one.cv_results_[f"split{k}_test_score"][one.best_index_] for k in range(3)])
     )
     with pytest.raises(ValueError, match="refit must name the one that chooses"):
         LLMLabelClassifierCV(make_classifier(low_mass="ignore"), scoring=["accuracy", "neg_log_loss"], **small).fit(X, y)
@@ -221,8 +246,8 @@ def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine,
 def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(engine, sst2):
     """Nine texts, three positive: three or two examples per class would leave
     fewer than two positives to score, so few_shot=3 is lowered to 1; five
-    texts are too few for any examples, so few_shot is left out there. Five
-    folds become two: the smallest class has two texts to score. With
+    texts are too few for any examples, so few_shot is left out there. The
+    five folds stay (the three positives are tested in three of them). With
     ``small_data="search"`` the choice is among those candidates; by default
     it is the unscored fallback, few_shot=3 with batch calibration, last in
     ``cv_results_``, the estimator that fitting it alone gives."""
@@ -238,15 +263,14 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
                                            recalibrate="temperature").fit(texts, labels)
     said = " | ".join(str(w.message) for w in caught)
     assert "few_shot=3 lowered to 1: with 9 training texts in 2 classes" in said
-    assert "smallest class has 2 text(s) outside the few-shot examples" in said
-    assert "cv=5; using 2 stratified folds" in said
+    assert "stratified folds" not in said and "least populated class" not in said
     assert said.count("best_estimator_ is the fallback (small_data='fallback')") == 2  # not the search's
-    assert cv.n_splits_ == 2 and len(cv.cv_results_["split1_test_score"]) == 4
-    assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1} and len(cv.example_rows_) == 2
+    assert cv.n_splits_ == 5 and len(cv.cv_results_["split4_test_score"]) == 4
+    assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1}
     assert cv.best_params_["few_shot"] in (0, 1) and np.isfinite(cv.best_score_)
     # the default: the search's rows, then the fallback's, unscored and chosen
     assert len(default.cv_results_["params"]) == 5 and default.best_index_ == 4
-    for key in ("mean_test_score", "split0_test_score", "split1_test_score"):
+    for key in ("mean_test_score", *(f"split{k}_test_score" for k in range(5))):
         np.testing.assert_array_equal(default.cv_results_[key][:4], cv.cv_results_[key])
         assert np.isnan(default.cv_results_[key][4])
     assert default.best_params_ == {"prompt": SST2_TEMPLATE, "few_shot": 3, "label_mode": "auto", "length_norm": None,
@@ -267,14 +291,19 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     with pytest.warns(UserWarning) as caught:
         few = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), small_data="search", **small).fit(*five)
     assert "few_shot=3 left out" in " | ".join(str(w.message) for w in caught)
-    assert {p["few_shot"] for p in few.cv_results_["params"]} == {0} and few.example_rows_ == []
+    assert {p["few_shot"] for p in few.cv_results_["params"]} == {0} and np.isfinite(few.held_out_score_)
+    with pytest.warns(UserWarning) as caught:
+        two = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), small_data="search", cv=2, **small).fit(*five)
+    said = " | ".join(str(w.message) for w in caught)
+    assert "held_out_score_ is NaN: a nested estimate needs at least 3 folds per repeat (this cv gives 2)" in said
+    assert np.isnan(two.held_out_score_) and np.isnan(two.held_out_score_sem_) and np.isfinite(two.best_score_)
     with pytest.raises(ValueError, match=r"5 training texts in 2 classes: every few-shot count in few_shots=\[3\]"):
         LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **{**small, "few_shots": [3]}).fit(*five)
 
 
 def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
     """One text of a third class: it sits in one held-out fold only. The
-    default log-loss is computed over every class on the other fold too, and
+    default log-loss is computed over every class on the other folds too, and
     the learned calibration, which cannot fit a class seen once, scores NaN
     there and ranks last (GridSearchCV's error_score=nan) instead of failing
     the whole fit."""
@@ -286,28 +315,27 @@ def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
     with pytest.warns(UserWarning) as caught:
         cv = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **small).fit(texts, labels)
     said = " | ".join(str(w.message) for w in caught)
-    assert "smallest class has 1 text(s) outside the few-shot examples (held out in one fold only)" in said
     assert "could not be fitted on some folds" in said and "'learned'" in said
     assert "least populated class" not in said  # scikit-learn's own warning is not repeated
-    assert cv.n_splits_ == 2 and list(cv.classes_) == ["negative", "neutral", "positive"]
+    assert cv.n_splits_ == 5 and list(cv.classes_) == ["negative", "neutral", "positive"]
     calibrations = [p["calibration"] for p in cv.cv_results_["params"]]
     learned = calibrations.index("learned")
     for i, calibration in enumerate(calibrations):
-        split_scores = [cv.cv_results_[f"split{k}_test_score"][i] for k in range(2)]
+        split_scores = [cv.cv_results_[f"split{k}_test_score"][i] for k in range(5)]
         if calibration == "learned":
             assert np.isnan(split_scores).any()
         else:
             assert np.all(np.isfinite(split_scores)) and max(split_scores) < 0
     assert cv.cv_results_["rank_test_score"][learned] == len(calibrations)
     assert cv.best_params_["calibration"] in (None, "batch")
-    # one example per class shows the only "neutral" text: no fold can score that class, and fit says so
-    with pytest.warns(UserWarning) as caught:
+    # one example per class: the only "neutral" text is still scored, under the prompt of its fold, which
+    # draws its examples from the other folds (no "neutral" example there)
+    with pytest.warns(UserWarning):
         shot = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), **{**small, "few_shots": [0, 1]}).fit(
             texts, labels
         )
-    said = " | ".join(str(w.message) for w in caught)
-    assert "take every training text of class(es) ['neutral'], so no fold scores them" in said
-    assert len(texts) - 1 in shot.example_rows_
+    few = next(i for i, p in enumerate(shot.cv_results_["params"]) if p["few_shot"] and p["calibration"] is None)
+    assert all(np.isfinite(shot.cv_results_[f"split{k}_test_score"][few]) for k in range(5))
 
 
 def test_bad_candidates_and_targets_are_named(engine, sst2):
@@ -330,7 +358,7 @@ def test_bad_candidates_and_targets_are_named(engine, sst2):
         LLMLabelClassifierCV(n_repeats=2, cv=StratifiedKFold(3)).fit(X, y)
     with pytest.raises(ValueError, match=r"n_repeats must be an int of at least 1; got n_repeats=0"):
         LLMLabelClassifierCV(n_repeats=0).fit(X, y)
-    with pytest.raises(ValueError, match=r"rule must be one of \['best', 'one_se'\]; got rule='min'"):
+    with pytest.raises(ValueError, match=r"rule must be one of \['best', 'guarded', 'one_se'\]; got rule='min'"):
         LLMLabelClassifierCV(rule="min").fit(X, y)
     with pytest.raises(ValueError, match=r"max_passes must be None .* of at least 1 .*; got max_passes=0.5"):
         LLMLabelClassifierCV(max_passes=0.5).fit(X, y)
@@ -362,11 +390,31 @@ def test_repeats_and_an_enclosing_cache_read_nothing_more(engine, sst2):
     assert "split5_test_score" in twice.cv_results_ and "split3_test_score" not in once.cv_results_
     splits = np.column_stack([twice.cv_results_[f"split{k}_test_score"] for k in range(6)])
     np.testing.assert_allclose(twice.cv_results_["sem_test_score"], splits.std(axis=1) / np.sqrt(3))
-    assert (twice.held_out_score_, twice.held_out_score_sem_) == pytest.approx(
-        held_out_estimate(splits, twice.cv_results_["complexity"], "best", 3), rel=1e-12  # the default rule
-    )
+    chosen = twice.held_out_choices_  # each split's nested choice, from its own repeat's other folds
+    assert chosen.shape == (6,) and (chosen >= 0).all()
+    assert twice.held_out_score_ == pytest.approx(np.mean([splits[c, k] for k, c in enumerate(chosen)]), rel=1e-12)
+    assert twice.held_out_score_sem_ > 0
     assert twice.temperature_ == 1.0
     np.testing.assert_array_equal(proba, best_proba)
+
+
+def test_a_fit_says_each_warning_once_at_the_users_line(engine, sst2):
+    """Integer labels: every reader and the refit fit an estimator that would
+    warn that the numbers are written as the labels; the search says it once,
+    pointing at this file."""
+    import warnings
+
+    from llm_label_clf import LabelWordsWarning
+
+    X, y = sst2[0][:24], np.where(sst2[1][:24] == "positive", 1, 0)
+    small = dict(prompts=PROMPTS, few_shots=(0, 1), calibrations=[None, "batch"], stack=False, cv=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        LLMLabelClassifierCV(make_classifier(random_state=0, low_mass="ignore"), **small).fit(X, y)
+    words = [w for w in caught if issubclass(w.category, LabelWordsWarning)]
+    assert len(words) == 1, [str(w.message)[:80] for w in words]
+    assert words[0].filename == __file__
+    assert len({(w.category, str(w.message)) for w in caught}) == len(caught)  # nothing said twice
 
 
 def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2):
@@ -377,7 +425,7 @@ def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2
     stacks the readers it kept. Labels of several tokens (emotion's under the
     chat template: 5 reads per text) cost a reader more, on the same rule."""
     X, y = sst2[0][:24], sst2[1][:24]
-    small = dict(prompts=PROMPTS, few_shots=(0, 1), calibrations=[None], cv=2, max_passes=2.5)
+    small = dict(prompts=PROMPTS, few_shots=(0, 1), calibrations=[None], cv=3, max_passes=2.5)
     with pytest.warns(UserWarning, match=r"exceed max_passes=2.5 .* left out: .*'few_shot': 1.*'few_shot': 1"):
         cv = LLMLabelClassifierCV(make_classifier(random_state=0, low_mass="ignore"), **small).fit(X, y)
     assert [r["few_shot"] for r in cv.readers_] == [0, 0] and [r["few_shot"] for r in cv.skipped_readers_] == [1, 1]
@@ -409,25 +457,77 @@ def test_one_se_takes_the_simplest_within_one_standard_error_and_best_the_highes
     assert choose(means, sems, np.zeros(6, dtype=int), "one_se") == 3  # one level: the highest mean
     with pytest.raises(ValueError, match="every mean is NaN"):
         choose(np.array([np.nan, np.nan]), np.zeros(2), np.zeros(2, dtype=int), "best")
-    with pytest.raises(ValueError, match=r"rule must be one of \['best', 'one_se'\]"):
+    with pytest.raises(ValueError, match=r"rule must be one of \['best', 'guarded', 'one_se'\]"):
         choose(means, sems, levels, "lowest")
 
 
-def test_held_out_estimate_chooses_each_split_without_its_own_score():
-    """Candidate 1 is lucky on one split of each repeat. Chosen with that
-    split, it would win there (10 or 100); chosen without it, candidate 0 is
-    taken there, and candidate 1 elsewhere. Mixing the repeats would let the
-    first repeat's luck choose for the second."""
-    table = np.array([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [-1.0, -1.0, 10.0, 100.0, -1.0, -1.0]])
-    np.testing.assert_array_equal(held_out_choices(table, [0, 0], "best", 3), [1, 1, 0, 0, 1, 1])
-    picked = np.array([-1.0, -1.0, 0.0, 0.0, -1.0, -1.0])
-    mean, sem = held_out_estimate(table, [0, 0], "best", 3)
-    assert mean == pytest.approx(picked.mean()) and sem == pytest.approx(picked.std() / np.sqrt(3))
-    assert held_out_estimate(table, [0, 0], "best", 6)[0] > mean  # one repeat of 6: split 2's 10 helps choose
-    assert table.mean(axis=1).max() > mean  # the pick's own mean flatters it
-    with pytest.raises(ValueError, match="must be at least 2 and divide the 6 splits"):
-        held_out_estimate(table, [0, 0], "best", 4)
+def test_guarded_keeps_the_best_only_where_it_beats_the_simple_reading_by_its_error():
+    """Candidate 0 is the simple reading (complexity 0). Candidate 2 has the
+    highest mean; its paired gain over 0 is 0.05 per split, with no spread:
+    kept. Where its gain is as large on average but swings (+0.5, -0.4,
+    +0.05), its standard error exceeds it: the simple reading is taken."""
+    levels = np.array([0, 1, 2])
+    steady = np.array([[-0.60, -0.50, -0.70], [-0.62, -0.55, -0.70], [-0.55, -0.45, -0.65]])
+    assert choose(steady.mean(axis=1), np.zeros(3), levels, "guarded", steady, 3) == 2
+    swinging = np.array([[-0.60, -0.50, -0.70], [-0.62, -0.55, -0.72], [-0.10, -0.90, -0.65]])
+    gain = swinging[2] - swinging[0]
+    assert gain.mean() > 0 and gain.mean() <= gain.std() / np.sqrt(3)
+    assert choose(swinging.mean(axis=1), np.zeros(3), levels, "guarded", swinging, 3) == 0
+    assert choose(swinging.mean(axis=1), np.zeros(3), levels, "best", swinging, 3) == 2
+    # no simple reading among the candidates, or no split scores: as "best"
+    assert choose(swinging.mean(axis=1), np.zeros(3), np.array([1, 1, 2]), "guarded", swinging, 3) == 2
+    assert choose(swinging.mean(axis=1), np.zeros(3), levels, "guarded") == 2
 
+
+def test_the_nested_choice_never_uses_the_split_it_is_scored_on():
+    """Three folds, two candidates. Candidate 1 is lucky on split 0 only
+    (outer score 10): a choice that saw split 0 would take it there. The
+    nested choice for split 0 reads only the inner scores of models fitted
+    without split 0 (pairs (0, 1) and (0, 2)), where candidate 0 wins; for
+    splits 1 and 2 the inner scores favour candidate 1. Inner splits train on
+    the rows outside both folds, and each repeat chooses only from itself."""
+    folds = [(np.array([2, 3, 4, 5]), np.array([0, 1])), (np.array([0, 1, 4, 5]), np.array([2, 3])),
+             (np.array([0, 1, 2, 3]), np.array([4, 5]))]
+    pairs = pair_splits(folds, 3)
+    assert [(s, j) for s, j, _, _ in pairs] == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    for s, j, train, test in pairs:
+        np.testing.assert_array_equal(test, folds[j][1])
+        assert not set(train) & (set(folds[s][1]) | set(folds[j][1])) and len(train) == 2
+    outer = np.array([[0.0, 0.0, 0.0], [10.0, -1.0, -1.0]])
+    inner = np.full((2, 3, 3), np.nan)
+    inner[0] = [[np.nan, 0.0, 0.0], [-1.0, np.nan, -1.0], [-1.0, -1.0, np.nan]]
+    inner[1] = [[np.nan, -1.0, -1.0], [0.0, np.nan, 0.0], [0.0, 0.0, np.nan]]
+    np.testing.assert_array_equal(nested_choices(outer, inner, np.array([0, 0]), "best", 3), [0, 1, 1])
+    # a candidate with no outer score on a split is never its choice; none left: -1
+    gone = outer.copy()
+    gone[1, 1] = np.nan
+    np.testing.assert_array_equal(nested_choices(gone, inner, np.array([0, 0]), "best", 3), [0, 0, 1])
+    gone[0, 1] = np.nan
+    assert nested_choices(gone, inner, np.array([0, 0]), "best", 3)[1] == -1
+    with pytest.raises(ValueError, match="must be at least 2 and divide the 3 splits"):
+        pair_splits(folds, 2)
+
+
+def test_the_bootstrap_error_follows_the_texts_losses():
+    """One split's log-loss: the bootstrap standard error over texts is the
+    per-text losses' standard deviation over sqrt(n), to a few percent, and
+    grows when two texts carry a large loss (a tail 5 fold means miss)."""
+    rng = np.random.default_rng(1)
+    n = 200
+    log_proba = np.log(softmax(rng.normal(size=(n, 2)), axis=1))
+    y_index = rng.integers(0, 2, n)
+    folds = [(np.arange(0), np.arange(n))]
+
+    def loss(lp: np.ndarray, y: np.ndarray) -> float:
+        return float(-lp[np.arange(len(y)), y].mean())
+
+    per_text = -log_proba[np.arange(n), y_index]
+    sem = bootstrap_sem([log_proba], folds, y_index, loss, 0, draws=1000)
+    assert sem == pytest.approx(per_text.std() / np.sqrt(n), rel=0.08)
+    tail = log_proba.copy()
+    tail[:2, y_index[:2]] = -12.0
+    assert bootstrap_sem([tail], folds, y_index, loss, 0, draws=1000) > 2 * sem
+    assert np.isnan(bootstrap_sem([None], folds, y_index, loss, 0))
 
 
 def test_the_temperature_is_fitted_then_shrunk_by_the_texts_it_saw():
@@ -554,7 +654,7 @@ def test_nested_in_cross_val_score_inside_a_pipeline(engine, sst2):
     X, y = np.array(sst2[0][:24], dtype=object), sst2[1][:24]
     selection = LLMLabelClassifierCV(
         make_classifier(random_state=0, low_mass="ignore"), prompts=[SST2_TEMPLATE], few_shots=[0],
-        calibrations=[None, "batch"], stack=False, cv=2,
+        calibrations=[None, "batch"], stack=False, cv=3,
     )
     strip = FunctionTransformer(lambda texts: [str(t).strip() for t in texts])
     outer = StratifiedKFold(2)

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .constrained import check_constrained_labels
 from .label_tokens import distinct_first_tokens, in_context_verbalizer, label_token_sequences
 from .label_trie import LabelTrie
 from .plan import ReadingPlan
 from .prompts import LABELS_FIELD, OPTIONS_FIELD, PromptTemplate, join_labels, option_codes, options_block
 from .render import PromptLayout, check_fields
 
-__all__ = ["LABEL_CHECK_ROWS", "MIN_QUERY_TOKENS", "OutputReading", "ReadingSettings", "build_reading"]
+__all__ = ["LABEL_CHECK_ROWS", "MIN_QUERY_TOKENS", "OutputReading", "ReadingSettings", "build_reading", "plan_showing"]
 
 #: How many training rows are rendered to check that labels tokenize the same after each.
 LABEL_CHECK_ROWS = 4
@@ -103,16 +104,48 @@ def _few_shot(
         raise ValueError(f"{settings.owner}: few_shot={settings.few_shot} draws labelled examples: fit needs y")
     rng = check_random_state(settings.random_state)
     rows = _select_examples(y_index, len(verbalizers), int(settings.few_shot), rng)
+    return rows, _example_block(layout, records, y_index, rows, verbalizers, tokenizer, max_model_len,
+                                settings.few_shot, settings.owner)
+
+
+def _example_block(
+    layout: PromptLayout, records: Sequence[Mapping[str, str]], y_index: np.ndarray, rows: Sequence[int],
+    verbalizers: Sequence[Sequence[str]], tokenizer: Any, max_model_len: int, few_shot: int, owner: str,
+) -> str:
+    """The rendered few-shot block of ``rows``; raises when it leaves too
+    little of the context for the text."""
     # each example: its rendered prompt, then its class's verbalizer as the model would write it
     prefix = "".join(layout.body(records[row]) + verbalizers[y_index[row]][0] + EXAMPLE_SEPARATOR for row in rows)
     n_tokens = len(tokenizer.encode(prefix, add_special_tokens=False))
     if n_tokens > max_model_len - MIN_QUERY_TOKENS:
         raise ValueError(
-            f"{settings.owner}: few_shot={settings.few_shot} examples per class take {n_tokens} tokens, "
+            f"{owner}: few_shot={few_shot} examples per class take {n_tokens} tokens, "
             f"leaving less than {MIN_QUERY_TOKENS} of the model's {max_model_len} for the text; "
             "lower few_shot or raise engine_options['max_model_len']"
         )
-    return rows, prefix
+    return prefix
+
+
+def plan_showing(
+    plan: ReadingPlan,
+    verbalizers: Sequence[Sequence[str]],
+    records: Sequence[Mapping[str, str]],
+    y_index: np.ndarray,
+    rows: Sequence[int],
+    *,
+    few_shot: int,
+    tokenizer: Any,
+    max_model_len: int,
+    owner: str = "LLMLabelClassifier",
+) -> ReadingPlan:
+    """A fitted few-shot ``plan`` with ``rows`` of ``records`` (in that
+    order) as its examples instead of the ones ``fit`` drew. Cross-validation
+    reads an example text under the fitted prompt with that text swapped for
+    another, so no text is read under a prompt that shows it. Raises
+    ValueError when the block leaves too little of the context for the text."""
+    prefix = _example_block(plan.layout, records, y_index, list(rows), verbalizers, tokenizer, max_model_len,
+                            few_shot, owner)
+    return replace(plan, layout=replace(plan.layout, few_shot_prefix=prefix))
 
 
 def build_reading(
@@ -161,7 +194,9 @@ def build_reading(
     scored = [seq for group in per_class for seq in group]
     owner = tuple(k for k, group in enumerate(per_class) for _ in group)
     lengths = _length_divisors(settings.length_norm, scored, tokenizer)
-    trie = LabelTrie.build(scored)
+    if mode == "constrained":
+        check_constrained_labels(per_class, verbalizers, names)
+    trie = LabelTrie.build(scored, constrained=mode == "constrained")
     margin = None if settings.prune_margin is None or len(trie.reads) == 1 else float(settings.prune_margin)
     plan = ReadingPlan(layout, trie, owner, len(names), lengths, margin)
     return OutputReading(plan, verbalizers, sequences, token_ids, mode, options, rows, prefix)

@@ -26,18 +26,17 @@ from ..fitting.calibration import (
 from ..reading.plan import ClassReads
 from .candidates import Candidate
 
-__all__ = ["FoldProbabilities", "ReaderReads", "StackingHead", "fold_log_proba", "score_fold"]
+__all__ = ["FoldProbabilities", "ReaderReads", "StackingHead", "fold_log_proba", "fold_model", "score_fold"]
 
 
 @dataclass(frozen=True)
 class ReaderReads:
-    """One reader's reads of every training text (``reads``), of the
-    content-free inputs (``content_free``, log-probabilities), and the rows it
-    shows as few-shot examples (``shown``)."""
+    """One reader's reads of every training text (``reads``), each under a
+    prompt that does not show it (``reads.read_reader``), and of the
+    content-free inputs (``content_free``, log-probabilities)."""
 
     reads: ClassReads
     content_free: np.ndarray
-    shown: tuple[int, ...]
 
 
 class StackingHead(ClassifierMixin, BaseEstimator):
@@ -85,13 +84,26 @@ def fold_log_proba(
     ``train`` rows' labels: as ``fit`` on those rows then ``predict_log_proba``
     would give them, from the reads alone (the same ``fit_calibration``);
     ``random_state`` is the estimator's."""
+    return fold_model(candidate, readers, y_index, classes, train, random_state)(test)
+
+
+def fold_model(
+    candidate: Candidate,
+    readers: Sequence[ReaderReads],
+    y_index: np.ndarray,
+    classes: np.ndarray,
+    train: np.ndarray,
+    random_state: Any,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``candidate`` fitted on the ``train`` rows' reads and labels, as a
+    function of test rows (one batch: batch calibration debiases by its
+    mean) to their log-probabilities; see ``fold_log_proba``."""
     n_classes = len(classes)
     if candidate.reader is None:
         features = np.hstack([r.reads.class_logprobs for r in readers])
         head = StackingHead(candidate.params["class_weight"], learned_seed(random_state))
-        shown = {row for r in readers for row in r.shown}
-        head.fit(features[train], classes[y_index[train]], [k for k, row in enumerate(train) if row in shown])
-        return np.log(np.clip(head.predict_proba(features[test]), 1e-300, None))
+        head.fit(features[train], classes[y_index[train]])
+        return lambda test: np.log(np.clip(head.predict_proba(features[np.asarray(test)]), 1e-300, None))
     reader = readers[candidate.reader]
     params = candidate.params
     log_proba = reader.reads.log_proba()
@@ -99,14 +111,14 @@ def fold_log_proba(
         params["calibration"],
         lambda rows: log_proba[rows],
         lambda: reader.content_free,
-        rows_not_shown(train, reader.shown),
+        np.asarray(train),
         y_index,
         class_prior(y_index[train], n_classes, params.get("calibration_prior", "y")),
         class_weight=params.get("class_weight"),
         classes=classes.tolist(),
         random_state=random_state,
     )
-    return calibration.apply(log_proba[test])
+    return lambda test: calibration.apply(log_proba[np.asarray(test)])
 
 
 class FoldProbabilities(ClassifierMixin, BaseEstimator):

@@ -5,19 +5,23 @@ count and the calibration, as ``LogisticRegressionCV`` lets them choose ``C``.
 *reader*: prompt, few-shot count, label mode, labels), then scores every
 candidate on stratified folds from those reads alone (calibrations, length
 norms, class weights, the stacked model are arithmetic on the reads),
-chooses one by a rule (``rules``), fits a temperature on its held-out
-log-probabilities (``temperature``) and refits it, again from the same
-reads (``ReadCache``). Few-shot examples are drawn once from the whole
-training set, as the refit draws them; those rows are in every fold's
-training part and never scored. When the largest few-shot count leaves
-too few texts to score it, the choice is a fixed fallback instead
+chooses one by a rule (``rules``), estimates what that choice scores on
+texts it did not see (``estimate``, nested), fits a temperature on its
+held-out log-probabilities (``temperature``) and refits it, again from the
+same reads (``ReadCache``). A few-shot reader reads each text under the
+refit's prompt, and each of that prompt's examples under it with the example
+swapped for another text of its class (``reads``), so every labelled text is
+scored by every candidate. When the largest few-shot count
+leaves too few texts to score it, the choice is a fixed fallback instead
 (``small_data``)."""
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import time
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,22 +31,22 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..classifier import LLMLabelClassifier
-from ..engines import engine_for
-from ..exceptions import warn_user
-from ..fitting.calibration import CALIBRATIONS, CONTENT_FREE_INPUTS, learned_seed, rows_not_shown
-from ..fitting.fit import content_free_log_proba
+from ..exceptions import LabelWordsWarning, warn_user
+from ..fitting.calibration import CALIBRATIONS, CONTENT_FREE_INPUTS, learned_seed
 from ..fitting.inputs import as_records
 from ..fitting.params import check_params
 from ..fitting.shaping import method_result
 from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
 from ..fitting.targets import as_target
 from ..reading.cache import ReadCache, active_cache
-from ..reading.driver import read_plans, reads_per_text
+from ..reading.driver import reads_per_text
 from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
+from .estimate import bootstrap_sem, nested_choices, pair_splits
 from .folds import results, scorer, split_rows, usable_few_shots
-from .rules import check_rule, choose, complexity_of, held_out_estimate
-from .scores import ReaderReads, StackingHead, fold_log_proba, score_fold
+from .reads import read_reader
+from .rules import check_rule, choose, complexity_of
+from .scores import ReaderReads, StackingHead, fold_model, score_fold
 from .temperature import fit_temperature, shrunk, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
@@ -84,10 +88,13 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         one as a chat turn.
     few_shots : list of int, default=(0, 4)
         Few-shot counts (examples per class). The examples are drawn from the
-        training data as ``few_shot`` draws them and are never scored. A
-        count that would leave fewer than 4 texts, or fewer than 2 classes
-        with 2 texts, to score by is lowered to the largest count that leaves enough (or left out
-        when none does), with a warning.
+        training texts as ``few_shot`` (and the refit) draws them; every text
+        is scored, each under that prompt, or, for an example text, under that
+        prompt with itself swapped for another text of its class (``reads``):
+        none under a prompt that shows it.
+        A count that would leave fewer than 4 texts, or fewer than 2 classes
+        with 2 texts, outside its examples is lowered to the largest count
+        that leaves enough (or left out when none does), with a warning.
     calibrations : list, default=(None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -100,35 +107,38 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     stack : bool, default=True
         Also try a logistic regression over every prompt's label logprobs
         (``transform`` features side by side); if it wins, ``best_estimator_``
-        is a pipeline of a ``FeatureUnion`` of the readers and that model. The
-        regression is fitted on the texts no reader shows as a few-shot
-        example (a reader's read of its own example knows the answer), on
-        every fold and in the refit (``example_rows_``).
+        is a pipeline of a ``FeatureUnion`` of the readers and that model,
+        fitted on the reads the scoring made (each text read under prompts
+        that do not show it), as ``StackingClassifier`` fits its final
+        estimator on out-of-fold predictions.
     scoring : str, callable, list, dict or None, default="neg_log_loss"
         As ``GridSearchCV``'s. Several metrics: ``refit`` names the one that
         chooses; ``cv_results_`` holds them all. "neg_log_loss" is told every
         class, so a fold whose held-out part lacks a rare class is still
         scored (``GridSearchCV`` fails such a fold).
     cv : int, cross-validation generator or iterable, default=5
-        Folds of the training texts not shown as few-shot examples
-        (stratified for an int: unshuffled ``StratifiedKFold``, as
-        ``GridSearchCV``'s). An int larger than the smallest class's count is
-        lowered to that count (at least 2), with a warning, so a handful of
-        labelled texts still cross-validates.
+        Folds of the training texts (stratified for an int: unshuffled
+        ``StratifiedKFold``, as ``GridSearchCV``'s). A class with fewer texts
+        than folds is tested in as many folds as it has texts (log-loss is
+        told every class); an int larger than the number of texts is lowered
+        to it, with a warning. The nested ``held_out_score_`` needs 3.
     refit : bool or str, default=True
         Refit the chosen candidate on all training texts (from the same
         reads; the ``small_data`` fallback reads its own prompt). With
         several scorers, the name of the one that chooses.
-    rule : {"best", "one_se"}, default="best"
+    rule : {"guarded", "best", "one_se"}, default="guarded"
         How the candidate is chosen from the ``refit`` metric. "best": the
-        highest mean score. "one_se": among the candidates whose mean is at
+        highest mean score. "guarded": the highest mean, where it beats the
+        simple reading (the estimator's own prompt, zero-shot, uncalibrated)
+        by more than the standard error of their paired split differences;
+        else that simple reading, so that a complex pick which won by luck
+        does not fall below it. "one_se": among the candidates whose mean is at
         least the highest mean minus that candidate's ``sem_test_<metric>``,
         the simplest ``complexity`` level (zero-shot uncalibrated, zero-shot
         calibrated, few-shot, stacked), then the highest mean within it. A
-        candidate with a NaN mean is never chosen. The default is what the
-        design sets measured (``bench/selection.py``; SST-2 and TREC, 10 draws
-        each): "one_se" lost 0.3 accuracy points to "best" at 64 texts and
-        0.6 at 128.
+        candidate with a NaN mean is never chosen. On the design sets
+        (``bench/selection.py``; SST-2 and TREC, 10 draws each) "one_se" lost
+        0.3 accuracy points to "best" at 64 texts and 0.6 at 128.
     n_repeats : int, default=1
         For an int ``cv``: more than 1 scores every candidate on
         ``RepeatedStratifiedKFold(cv, n_repeats)`` folds (each repeat
@@ -213,16 +223,24 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         so the more candidates and the fewer texts.
         NaN for the unscored fallback (``small_data``).
     held_out_score_ : float
-        What choosing by ``rule`` scores on texts that took no part in the
-        choice: for each split, the candidate the rule chooses from the other
-        folds of its repeat, scored on that split, averaged over the splits
-        (not the pick's own score; its rows were in those folds' training
-        parts, as always). Compare it with ``best_score_`` to see how much the
-        choice flattered itself. NaN when some split's choice failed there,
-        or for the unscored fallback (``small_data``).
+        The expected score of choosing by ``rule`` on new texts, estimated by
+        nested cross-validation from the same reads (``estimate``): for each
+        split, the rule chooses from scores on the other folds of candidates
+        fitted without that split's rows, and its choice, fitted on every
+        other row, is scored on the split; the mean over the splits. Compare
+        it with ``best_score_`` to see how much the choice flattered itself.
+        NaN, with a warning saying why, with fewer than 3 folds, where no
+        candidate could be scored on a split, or for the unscored fallback
+        (``small_data``).
     held_out_score_sem_ : float
-        Its standard error (the splits' standard deviation over
-        sqrt(``n_folds_``)).
+        Its standard error, from the texts: the standard deviation of the
+        estimate over ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws of the
+        scored texts (every split rescored), not over 5 fold means, which
+        cannot see a few texts with a large loss.
+    held_out_choices_ : ndarray of shape (n_splits_,)
+        For each split, the ``cv_results_`` row the nested choice took
+        without it (-1 where none could be scored): ``held_out_score_`` is the
+        mean of ``split<k>_test_<metric>`` at these rows.
     temperature_ : float
         The (shrunk) temperature applied to ``best_estimator_``'s probabilities
         (``recalibrate``); 1.0 when not recalibrated, or for the unscored
@@ -235,9 +253,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         The distinct ways of reading tried, as estimator parameters.
     skipped_readers_ : list of dict
         The ways of reading left out by ``max_passes`` (empty when none).
-    example_rows_ : list of int
-        Training rows some reader shows as few-shot examples: in every fold's
-        training part, never scored.
     classes_ : ndarray
         Class labels; the column order of ``predict_proba``.
     n_splits_ : int
@@ -297,7 +312,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         scoring: Any = "neg_log_loss",
         cv: Any = 5,
         refit: bool | str = True,
-        rule: str = "best",
+        rule: str = "guarded",
         n_repeats: int = 1,
         recalibrate: str | None = None,
         small_data: str = "fallback",
@@ -417,16 +432,14 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
-        with cache.active():
+        with cache.active(), _each_warning_once():
             fitted = self._plan(base, readers, X, y_values)
-            readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
-            reads = self._read_all(fitted, records)
             classes = fitted[0].classes_
             y_index = np.searchsorted(classes, y_values)
-            shown = sorted({row for r in reads for row in r.shown})
+            folds = self._folds(base, y_index)
+            readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
+            reads = [read_reader(r, records, y_index, name) for r in _bar(fitted, base.progress, "reading", "reader")]
             self.readers_ = readers
-            self.example_rows_ = shown
-            folds = self._folds(base, y_index, shown, classes)
             unscored = [fallback] if fallback else []
             held_out = self._score(base, found, reads, classes, y_index, folds, unscored)
             if fallback:
@@ -436,7 +449,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             self.temperature_ = self._temperature(held_out[self.best_index_], y_index, folds) if recalibrated else 1.0
             if self.refit:
                 refit_began = time.perf_counter()
-                self.best_estimator_ = self._refit(base, readers, chosen, X, y_values)
+                self.best_estimator_ = self._refit(base, readers, chosen, X, y_values, reads)
                 self.refit_time_ = time.perf_counter() - refit_began
         self.fit_cost_ = {
             "engine_reads": cache.reads,
@@ -464,6 +477,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.best_index_ = index
         self.best_params_ = dict(fallback.params)
         self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
+        self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
         count = fallback.params["few_shot"]
         warn_user(
             f"{type(self).__name__}: too few training texts to score few_shot={count} (it would leave fewer than 4 "
@@ -501,36 +515,16 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         readers, found = without_readers(readers, found, kept)
         return readers, found, [fitted[r] for r in kept]
 
-    def _read_all(self, fitted: list[LLMLabelClassifier], records: list[dict[str, str]]) -> list[ReaderReads]:
-        """Each planned reader's reads of every training text and of the content-free inputs."""
-        reads = []
-        for reader in _bar(fitted, fitted[0].progress, "reading", "reader"):
-            plan = reader.plans_[0]
-            engine = engine_for(reader.model, reader.base_url, reader.engine_options, owner=type(self).__name__)
-            every = read_plans([plan], records, engine, batch_size=reader.batch_size, progress=reader.progress)[0]
-            reads.append(ReaderReads(every, content_free_log_proba(plan, engine), tuple(reader.few_shot_rows_)))
-        return reads
-
-    def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray, shown: list[int], classes: np.ndarray) -> list[Any]:
-        """The (train, test) rows of every split: folds (repeated with
-        ``n_repeats``) of the rows not shown as examples, each training part
-        with the shown rows; sets ``n_splits_`` and ``n_folds_``. Warns when
-        the examples took every text of a class: no fold scores that class."""
+    def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray) -> list[Any]:
+        """The (train, test) rows of every split of the training texts
+        (folds, repeated with ``n_repeats``); sets ``n_splits_`` and
+        ``n_folds_``."""
         seed = None
         if self.n_repeats > 1:  # the repeats' shuffles follow the estimator's random_state, left unadvanced
             state = clone(base.random_state, safe=False)
             seed = state if isinstance(state, numbers.Integral) else check_random_state(state).randint(2**31 - 1)
-        pool = rows_not_shown(range(len(y_index)), shown)
-        unscored = classes[np.setdiff1d(np.unique(y_index), y_index[pool])]
-        if unscored.size:
-            warn_user(
-                f"{type(self).__name__}: the few-shot examples take every training text of class(es) "
-                f"{unscored.tolist()}, so no fold scores them: best_score_ and held_out_score_ leave their "
-                "errors out and overstate the score on new texts. Pass more texts of those classes, or smaller "
-                "few_shots.",
-                UserWarning,
-            )
-        folds, self.n_folds_ = split_rows(self.cv, self.n_repeats, seed, pool, y_index, shown)
+        rows = np.arange(len(y_index))
+        folds, self.n_folds_ = split_rows(self.cv, self.n_repeats, seed, rows, y_index, [])
         self.n_splits_ = len(folds)
         return folds
 
@@ -544,23 +538,42 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         folds: list[Any],
         unscored: list[Candidate],
     ) -> list[list[np.ndarray | None]]:
-        """Scores every candidate on every split, sets ``cv_results_`` (the
-        ``unscored`` candidates last, with NaN scores), chooses by ``rule``
-        (the ``best_*`` attributes) and estimates the choice on held-out
-        splits (``held_out_score_``). Returns each candidate's held-out
+        """Scores every candidate on every split and on every inner split
+        (``estimate.pair_splits``), sets ``cv_results_`` (the ``unscored``
+        candidates last, with NaN scores), chooses by ``rule`` (the
+        ``best_*`` attributes) and estimates the choice on held-out splits
+        (``held_out_score_``). Returns each candidate's held-out
         log-probabilities per split (None where it could not be fitted or
         was not scored): the chosen one's calibrate the refit."""
         name = type(self).__name__
+        pairs = pair_splits(folds, self.n_folds_) if self.n_folds_ >= 2 else []
         per_split: list[list[dict[str, float] | None]] = []
+        inner: list[dict[tuple[int, int], dict[str, float] | None]] = []
         held_out: list[list[np.ndarray | None]] = []
         failures: list[str] = []
+        choosing = self._choosing_scorer(base, classes)
+
+        def scored(c: Candidate, train: np.ndarray, test: np.ndarray, scorer: Any) -> tuple[np.ndarray, Any]:
+            key = train.tobytes()  # inner splits (s, j) and (j, s) train on the same rows: one fit serves both
+            if key not in models:
+                state = clone(base.random_state, safe=False)  # each fold draws as the refit would
+                try:
+                    models[key] = fold_model(c, reads, y_index, classes, train, state)
+                except ValueError as exc:
+                    models[key] = exc
+            model = models[key]
+            if isinstance(model, ValueError):
+                raise model
+            log_proba = model(test)
+            return log_proba, score_fold(scorer, log_proba, classes, classes[y_index[test]])
+
         for c in _bar(found, base.progress, "scoring", "candidate"):
+            models: dict[bytes, Any] = {}
             scores: list[dict[str, float] | None] = []
             held_out.append([])
             for k, (train, test) in enumerate(folds):
                 try:
-                    state = clone(base.random_state, safe=False)  # each fold draws as the refit would
-                    log_proba = fold_log_proba(c, reads, y_index, classes, train, test, state)
+                    log_proba, score = scored(c, train, test, self.scorer_)
                 except ValueError as exc:  # GridSearchCV's error_score=nan: this candidate cannot fit this fold
                     if not any(s is None for s in scores):
                         failures.append(f"candidate {c.params} on fold {k}: {exc}")
@@ -568,8 +581,14 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                     held_out[-1].append(None)
                     continue
                 held_out[-1].append(log_proba)
-                scores.append(score_fold(self.scorer_, log_proba, classes, classes[y_index[test]]))
+                scores.append(score)
             per_split.append(scores)
+            inner.append({})
+            for s, j, train, test in pairs:
+                try:  # only the metric that chooses: a stand-in scorer of that one, where there are several
+                    inner[-1][s, j] = scored(c, train, test, choosing)[1]
+                except ValueError:  # as on an outer fold: NaN there, and this candidate is not chosen for s
+                    inner[-1][s, j] = None
         names = next((list(s) for scores in per_split for s in scores if s is not None), None)
         if names is None:
             raise ValueError(f"{name}: no candidate could be scored on any fold; " + "; ".join(failures))
@@ -586,19 +605,76 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.cv_results_ = results(rows, filled, self.n_folds_, [complexity_of(c) for c in rows])
         metric = self._refit_metric(names)
         means, sems = self.cv_results_[f"mean_test_{metric}"], self.cv_results_[f"sem_test_{metric}"]
+        complexity = self.cv_results_["complexity"]
+        table = np.column_stack([self.cv_results_[f"split{k}_test_{metric}"] for k in range(self.n_splits_)])
         try:
-            self.best_index_ = choose(means, sems, self.cv_results_["complexity"], self.rule)
+            self.best_index_ = choose(means, sems, complexity, self.rule, table, self.n_folds_)
         except ValueError:
             raise ValueError(f"{name}: no candidate could be scored on every fold; " + "; ".join(failures)) from None
         self.best_params_ = dict(found[self.best_index_].params)
         self.best_score_ = float(means[self.best_index_])
-        table = np.column_stack([self.cv_results_[f"split{k}_test_{metric}"] for k in range(self.n_splits_)])
-        self.held_out_score_, self.held_out_score_sem_ = (
-            held_out_estimate(table, self.cv_results_["complexity"], self.rule, self.n_folds_)
-            if self.n_folds_ >= 2
-            else (np.nan, np.nan)
-        )
+        self._estimate(table, inner, held_out, metric, base, y_index, classes, folds)
         return held_out
+
+    def _choosing_scorer(self, base: LLMLabelClassifier, classes: np.ndarray) -> Any:
+        """The scorer of the inner splits: ``scorer_``, or with several
+        metrics the ``refit`` one alone (the inner scores only choose)."""
+        scoring, refit = self.scoring, self.refit
+        if isinstance(scoring, list | tuple | set) and isinstance(refit, str) and refit in scoring:
+            return scorer(base, refit, classes)
+        if isinstance(scoring, dict) and isinstance(refit, str) and refit in scoring:
+            return scorer(base, scoring[refit], classes)
+        return self.scorer_
+
+    def _estimate(
+        self,
+        table: np.ndarray,
+        inner: list[dict[tuple[int, int], dict[str, float] | None]],
+        held_out: list[list[np.ndarray | None]],
+        metric: str,
+        base: LLMLabelClassifier,
+        y_index: np.ndarray,
+        classes: np.ndarray,
+        folds: list[Any],
+    ) -> None:
+        """Sets ``held_out_score_`` (nested: ``estimate.nested_choices``) and
+        its bootstrap standard error over the texts; NaN, with a warning that
+        says why, when it cannot be estimated."""
+        self.held_out_score_ = self.held_out_score_sem_ = float("nan")
+        self.held_out_choices_ = np.full(table.shape[1], -1, dtype=np.int64)
+        name = type(self).__name__
+        if self.n_folds_ < 3:  # with 2, an inner split would train on no row at all
+            warn_user(
+                f"{name}: held_out_score_ is NaN: a nested estimate needs at least 3 folds per repeat "
+                f"(this cv gives {self.n_folds_}); pass more labelled texts or a larger cv.",
+                UserWarning,
+            )
+            return
+        n_splits = table.shape[1]
+        inner_table = np.full((table.shape[0], n_splits, n_splits), np.nan)
+        for c, pairs in enumerate(inner):
+            for (s, j), score in pairs.items():
+                if score is not None:
+                    inner_table[c, s, j] = score.get(metric, score.get("score"))
+        found = len(inner)  # the unscored fallback's row, last, has no inner scores
+        chosen = nested_choices(table[:found], inner_table[:found], self.cv_results_["complexity"][:found],
+                                self.rule, self.n_folds_)
+        if (chosen < 0).any():
+            warn_user(
+                f"{name}: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no candidate "
+                "could be scored both there and on the other folds without it (see the failures warned above); "
+                "pass more labelled texts per class or fewer candidates.",
+                UserWarning,
+            )
+            return
+        self.held_out_choices_ = chosen
+        self.held_out_score_ = float(np.mean([table[c, s] for s, c in enumerate(chosen)]))
+        def score(log_proba: np.ndarray, y: np.ndarray) -> float:
+            return score_fold(self.scorer_, log_proba, classes, classes[y])[metric]
+
+        seed = learned_seed(clone(base.random_state, safe=False))
+        picks = [held_out[c][s] for s, c in enumerate(chosen)]
+        self.held_out_score_sem_ = bootstrap_sem(picks, folds, y_index, score, seed)
 
     @staticmethod
     def _temperature(held_out: list[np.ndarray | None], y_index: np.ndarray, folds: list[Any]) -> float:
@@ -631,17 +707,23 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         best: Candidate,
         X: Any,
         y: np.ndarray,
+        reads: list[ReaderReads],
     ) -> Any:
-        """The chosen candidate fitted on every training text; its reads come
-        from the cache."""
+        """The chosen candidate fitted on every training text. A single
+        reader's candidate is fitted as ``LLMLabelClassifier`` would be, its
+        reads from the cache. The stacked candidate is a pipeline of the readers
+        (fitted on every text: their plans, nothing read) and a head fitted on
+        the reads the scoring made, each text read under a prompt that does
+        not show it, as ``StackingClassifier`` fits its final estimator on
+        out-of-fold predictions: the texts a new text is like."""
         if best.reader is not None:
             return clone(base).set_params(**best.params).fit(X, y)
         union = FeatureUnion(
             [(f"reader_{r}", clone(base).set_params(**params, calibration=None)) for r, params in enumerate(readers)]
-        )
+        ).fit(X, y)
         head = StackingHead(best.params["class_weight"], learned_seed(base.random_state))
-        # the readers draw the examples the scoring's readers drew: the head leaves those rows out
-        return Pipeline([("features", union), ("head", head)]).fit(X, y, head__example_rows=self.example_rows_)
+        head.fit(np.hstack([r.reads.class_logprobs for r in reads]), y)
+        return Pipeline([("features", union), ("head", head)])
 
     # ----------------------------------------------------------- prediction
 
@@ -697,3 +779,25 @@ def _bar(items: list[Any], show: bool, what: str, unit: str) -> Iterable[Any]:
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=f"LLMLabelClassifierCV: {what}", unit=unit)
+
+
+@contextlib.contextmanager
+def _each_warning_once() -> Iterator[None]:
+    """Collects the warnings of a fit and says each once at its end, at the
+    user's line: the readers and the refit each fit an estimator, and each
+    would warn the same (a ``LabelWordsWarning`` is said once whatever
+    prompt wrote the words; any other warning once per message)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            said: set[Any] = set()
+            told = []
+            for w in caught:
+                key = w.category if issubclass(w.category, LabelWordsWarning) else (w.category, str(w.message))
+                if key not in said:
+                    said.add(key)
+                    told.append(w)
+    for w in told:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

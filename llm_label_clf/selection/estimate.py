@@ -1,0 +1,113 @@
+"""What ``LLMLabelClassifierCV``'s choice scores on texts that took no part
+in it: ``held_out_score_`` and its standard error.
+
+Nested cross-validation from the reads already made. For each split ``s``
+(fold ``s`` of its repeat), the rule chooses among the candidates from
+*inner* scores computed without ``s``: for every other fold ``j`` of the
+repeat, the candidate fitted on the rows outside both ``s`` and ``j`` and
+scored on ``j`` (``pair_splits``). Neither ``s``'s scores nor a model fitted
+on its rows take part in the choice (the one remaining link: a few-shot
+reader's prompts for the other folds may show texts of ``s`` as examples).
+The chosen candidate, fitted on every row outside ``s``, is then scored on
+``s``; the estimate is the mean over the splits, as ``best_score_`` is.
+
+Its standard error comes from the texts, not from the 5 fold means: a
+bootstrap over the scored texts (each text drawn with its multiplicity into
+every split that tests it, so repeats share the draw), rescoring every
+split's held-out predictions with the scorer. Any scorer works, and a few
+texts with a large loss widen it as they should; 5 fold means cannot see
+such tails. Plain functions; nothing here reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .rules import choose, split_sem
+
+__all__ = ["BOOTSTRAP_DRAWS", "bootstrap_sem", "nested_choices", "pair_splits"]
+
+#: Bootstrap draws of the texts for ``held_out_score_sem_``: the standard
+#: error of a bootstrap standard error is about 1 / sqrt(2 * draws), 5%.
+BOOTSTRAP_DRAWS = 200
+
+
+def pair_splits(
+    folds: Sequence[tuple[np.ndarray, np.ndarray]], n_folds: int
+) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """Every inner split ``(s, j, train, test)``: for splits ``s`` and ``j``
+    of the same repeat (``j != s``), the training rows of ``j`` without the
+    rows ``s`` tests, and ``j``'s test rows (which ``s`` never holds when
+    the folds partition the rows)."""
+    if n_folds < 2 or len(folds) % n_folds:
+        raise ValueError(f"n_folds={n_folds} must be at least 2 and divide the {len(folds)} splits")
+    pairs = []
+    for s, (_, outer) in enumerate(folds):
+        start = s - s % n_folds
+        for j in range(start, start + n_folds):
+            if j != s:
+                train, test = folds[j]
+                pairs.append((s, j, np.setdiff1d(train, outer), np.setdiff1d(test, outer)))
+    return pairs
+
+
+def nested_choices(
+    split_scores: np.ndarray, inner_scores: np.ndarray, complexity: np.ndarray, rule: str, n_folds: int
+) -> np.ndarray:
+    """For each split ``s``, the candidate ``rule`` chooses from the inner
+    scores without ``s`` (``inner_scores[c, s, j]``, NaN where ``j == s`` or
+    not of ``s``'s repeat), among those with a score on ``s`` itself (so a
+    choice always has an outer score); -1 where none is left.
+    ``split_scores`` is (n_candidates, n_splits)."""
+    outer = np.asarray(split_scores, dtype=np.float64)
+    chosen = np.full(outer.shape[1], -1, dtype=np.int64)
+    for s in range(outer.shape[1]):
+        start = s - s % n_folds
+        others = [j for j in range(start, start + n_folds) if j != s]
+        table = inner_scores[:, s, others]
+        usable = np.isfinite(outer[:, s]) & np.isfinite(table).all(axis=1)
+        if not usable.any():
+            continue
+        means = np.where(usable, table.mean(axis=1), np.nan)
+        chosen[s] = choose(means, split_sem(table, len(others)), complexity, rule, table, len(others))
+    return chosen
+
+
+def bootstrap_sem(
+    held_out: Sequence[np.ndarray | None],
+    folds: Sequence[tuple[np.ndarray, np.ndarray]],
+    y_index: np.ndarray,
+    score: Callable[[np.ndarray, np.ndarray], float],
+    random_state: Any,
+    draws: int = BOOTSTRAP_DRAWS,
+) -> float:
+    """The bootstrap standard error over texts of the mean split score:
+    ``held_out[s]`` are split ``s``'s held-out log-probabilities (None where
+    it has none), ``score(log_proba, y_index)`` scores a split. Each draw
+    resamples the scored texts with replacement (one multiplicity per text,
+    shared by the splits that test it) and rescores every split; NaN when
+    fewer than two draws give a score."""
+    rng = np.random.RandomState(random_state)
+    splits = [(k, np.asarray(test)) for k, (_, test) in enumerate(folds) if held_out[k] is not None]
+    if not splits:
+        return float("nan")
+    scored = np.unique(np.concatenate([test for _, test in splits]))
+    position = {row: i for i, row in enumerate(scored)}
+    means = []
+    for _ in range(draws):
+        counts = rng.multinomial(len(scored), np.full(len(scored), 1.0 / len(scored)))
+        values = []
+        for k, test in splits:
+            repeat = counts[[position[row] for row in test]]
+            if repeat.sum() == 0:
+                continue
+            index = np.repeat(np.arange(len(test)), repeat)
+            try:
+                values.append(score(held_out[k][index], y_index[test][index]))
+            except ValueError:  # a scorer that needs two classes, say, on a draw with one
+                continue
+        if values:
+            means.append(float(np.mean(values)))
+    return float(np.std(means, ddof=1)) if len(means) >= 2 else float("nan")
