@@ -13,6 +13,7 @@ registry (``engines``), so clones share it and pickles never hold it.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,12 +27,14 @@ from .fitting.fit import JointFit, OutputFit, fit_joint, fit_output, fit_separat
 from .fitting.fitted import FittedOutput, check_label_mass
 from .fitting.inputs import as_records
 from .fitting.params import check_params
-from .fitting.shaping import method_result, output_kind
+from .fitting.shaping import method_result, output_kind, predicted_from
 from .fitting.sklearn_api import TransformOutput, drop_fitted, text_classifier_tags
 from .fitting.targets import as_target, subset_accuracy
+from .fitting.ties import tie_priors
 from .models.builtin import DEFAULT_MODEL
 from .reading.driver import aread_plans, read_plans
 from .reading.plan import ClassReads
+from .store.handle import ReadStore, open_read_store
 
 __all__ = ["LLMLabelClassifier"]
 
@@ -60,6 +63,23 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         ``api_key_env`` (the environment variable holding the API key; the key
         itself is never stored). Estimators with equal ``model``, ``base_url``
         and ``engine_options`` share one engine per process.
+    read_store : str, PathLike, ReadStore or None, default=None
+        A persistent store of label reads (an SQLite file, created on first
+        use), like ``Pipeline(memory=...)``: a read found there is not read
+        again, and the engine's reads are stored batch by batch, so a killed
+        ``predict_proba`` rerun, notebook reruns, ``cross_val_score`` and
+        ``LLMLabelClassifierCV`` over the same texts read each prompt once,
+        and processes (loky workers, the command line) share it. A read is
+        found only when the model's files (fingerprinted), the engine
+        settings that change numbers (dtype, ...), the vLLM and torch
+        versions, the device, the prompt's token ids and the label tokens
+        read all match. None uses the path in ``LLM_LABEL_CLF_READ_STORE``
+        when set. Embedded engines only: with ``base_url``, fit refuses it
+        (a server does not say which weights it runs). Opened and checked at
+        ``fit``: a file that is not a read store, a damaged one or an
+        unwritable folder raises ``ReadStoreError`` naming the file; a disk
+        that fills mid-run warns (``ReadStoreWarning``) and reads go on
+        unstored (docs: Reliability).
     labels : mapping, list or None, default=None
         None: the classes from ``y`` are what the model writes (identifiers as
         words, see ``label_words``). Otherwise a mapping class -> label string,
@@ -83,7 +103,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         they are and, except with "as_is", fit warns (``LabelWordsWarning``)
         that the model is asked to write " 0" and " 1", and how to map them to
         words. ``verbalizers_`` shows what was chosen.
-    label_mode : {"auto", "first_token", "full_sequence", "options"}, default="auto"
+    label_mode : {"auto", "first_token", "full_sequence", "constrained", "options"}, default="auto"
         How a class is scored. "full_sequence": log P(all of the label's tokens
         | prompt), exact, from one read per distinct label prefix (the prompt is
         computed once per text thanks to the prefix cache). "first_token": only
@@ -92,14 +112,20 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         lettered options (A., B., ...; zero-padded numbers beyond 26 classes) and
         the option codes are read. "auto": "first_token" when every label is one
         token of its own after the prompt (then both are the same, exact, number),
-        else "full_sequence".
+        else "full_sequence". "constrained": P(the model answers with this
+        label when made to answer with one of the labels, as vLLM's guided
+        choice decodes): at each prefix where the labels branch, the next
+        token's probability renormalised over the label tokens allowed there.
+        It reads only the prompt and those branching prefixes (Banking77: 16
+        reads per text instead of full_sequence's 141); no label may be the
+        start of another.
     length_norm : {None, "token", "char"}, default=None
         Divide each label's logprob by its length in tokens or characters before
         the softmax (as lm-evaluation-harness's ``acc_norm`` does per character),
         so long labels are not penalised for their length. The result is then a
         normalised score rather than the model's probability.
     prune_margin : float or None, default=None
-        Many multi-token labels ("full_sequence"): read only the label prefixes
+        Many multi-token labels ("full_sequence" or "constrained"): read only the label prefixes
         that can still come within this many nats of the best complete label
         (a best-first search; extending a prefix only lowers its logprob).
         None reads every prefix (exact). With a margin, every label reached is
@@ -195,7 +221,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     label_sequences_ : list of list of tuple of int
         Per class, all token ids of each verbalizer in context.
     label_mode_ : str
-        The scoring mode in use ("first_token", "full_sequence" or "options").
+        The scoring mode in use ("first_token", "full_sequence", "constrained"
+        or "options").
     options_ : list of str or None
         In options mode, each class's option code (in ``classes_`` order).
     prompt_ : str
@@ -253,7 +280,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     >>> clf.set_params(label_mode="bogus").fit(["a gem of a film"], ["positive"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: LLMLabelClassifier: label_mode='bogus' must be one of ['auto', 'first_token', ...]
+    ValueError: LLMLabelClassifier: label_mode='bogus' must be one of ['auto', 'constrained', ...]
 
     Fitting and predicting start the shared vLLM engine on first use:
 
@@ -270,6 +297,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         *,
         base_url: str | Sequence[str] | None = None,
         engine_options: Mapping[str, Any] | None = None,
+        read_store: str | os.PathLike[str] | ReadStore | None = None,
         labels: Mapping[Any, str | Sequence[str]] | Sequence[Any] | None = None,
         label_words: str = "auto",
         label_mode: str = "auto",
@@ -294,6 +322,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         self.model = model
         self.base_url = base_url
         self.engine_options = engine_options
+        self.read_store = read_store
         self.labels = labels
         self.label_words = label_words
         self.label_mode = label_mode
@@ -354,12 +383,17 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         ValueError
             A bad parameter (naming it and the value), an empty ``X``, a
             missing text (naming the item), a ``y`` of the wrong shape or with
-            one class, labels that are the same tokens after the prompt, or
-            ``labels`` naming classes not in ``y``.
+            one class, labels that are the same tokens after the prompt,
+            ``labels`` naming classes not in ``y``, or ``read_store`` with
+            ``base_url``.
         ModelNotFoundError, ModelUnavailableError
             ``model`` cannot be loaded (before vLLM starts).
+        ReadStoreError
+            ``read_store`` is not a read store, is damaged, or cannot be
+            created or written (naming the file).
         """
         check_params(self)
+        open_read_store(self)  # a store that cannot be used fails here, before any engine starts
         records = as_records(X)
         if len(records) == 0:
             raise ValueError("fit needs at least one labelled example; got an empty X")
@@ -459,7 +493,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
 
     def _result(self, method: str, reads: list[ClassReads]) -> Any:
         """``method``'s result from the reads of every output."""
-        return method_result(method, self._kind(), self.log_proba_from_reads(reads), self.classes_, self.threshold)
+        return method_result(method, self._kind(), self.log_proba_from_reads(reads), self.classes_, self.threshold,
+                             priors=tie_priors(self))
 
     def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Log-probabilities of the classes for each text: ``predict_proba``'s
@@ -514,6 +549,13 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
             column per output, in the outputs' common dtype, else objects.
             Multi-label: the 0/1 indicator of P(label applies) >= ``threshold``,
             shape (n_texts, n_labels).
+
+        Warns
+        -----
+        TiedPredictionWarning
+            Two or more classes had exactly the same top probability for
+            some texts (bf16 reads): each tie went to the tied class with
+            the largest class prior from fit, then the first in ``classes_``.
         """
         return self._result("predict", self._read(X))
 
@@ -628,7 +670,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         frame["label_mass"] = reads.label_mass()
         frame["top_token"] = [tokenizer.decode([int(t)]) for t in reads.top_token]
         frame["top_token_is_label"] = np.isin(reads.top_token, flat)
-        frame["predicted"] = self.classes_[np.argmax(proba, axis=1)] if len(frame) else []
+        frame["predicted"] = predicted_from("single", proba, self.classes_, log=False, priors=tie_priors(self))
         return frame
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]

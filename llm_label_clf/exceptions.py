@@ -20,7 +20,10 @@ __all__ = [
     "ModelNotFoundError",
     "ModelUnavailableError",
     "NotFittedError",
+    "ReadStoreError",
+    "ReadStoreWarning",
     "RemoteServerError",
+    "TiedPredictionWarning",
     "TruncationWarning",
 ]
 
@@ -143,6 +146,32 @@ class ModelUnavailableError(OSError):
     """
 
 
+class ReadStoreError(OSError):
+    """The read store (``read_store``) cannot be used.
+
+    Raised by ``fit`` (which opens the store before any read) and by the
+    prediction methods when the file is not a read store of this library (a
+    foreign SQLite database, a text file), is damaged (truncated, a row that
+    fails its checksum), was written by a newer version, or cannot be created
+    or opened for writing (a read-only folder). The message names the file
+    and says what to do: delete it (``llm-label-clf store clear PATH``), or
+    give ``read_store`` another path. An ``OSError``. A store that fills the
+    disk mid-run does not raise: see ``ReadStoreWarning``.
+    """
+
+
+class ReadStoreWarning(UserWarning):
+    """The read store stopped storing reads.
+
+    Warned once per store and process when a write fails mid-run (the disk
+    or the file-size limit is full, the file became read-only): the call,
+    and the process's later calls, go on reading from the engine with the
+    same numbers, storing nothing more; reads already stored are kept and
+    still answer. Free space (or give ``read_store`` another path) and start
+    a new process to store again.
+    """
+
+
 class RemoteServerError(ConnectionError):
     """No vLLM server could answer.
 
@@ -152,6 +181,19 @@ class RemoteServerError(ConnectionError):
     server surfaces as a ``GenerationError`` naming the item, with this error
     as its cause. A ``ConnectionError``: check the URL, that the server runs,
     and ``engine_options={"timeout_s": ...}``.
+    """
+
+
+class TiedPredictionWarning(UserWarning):
+    """Two or more classes had exactly the same top probability for some texts.
+
+    Warned once per ``predict`` call that meets ties, with their count. A tie
+    goes to the tied class with the largest class prior from fit (the class
+    frequencies of ``y``; uniform with ``calibration_prior="uniform"``), then
+    to the first in ``classes_``. Exact ties come from low-precision reads: in
+    bf16 two labels' logprobs can round to the same value, where float32
+    tells them apart. Read in float32 (``engine_options={"dtype":
+    "float32"}`` or ``LLM_LABEL_CLF_DTYPE=float32``).
     """
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, TruncationWarning, cli
+from llm_label_clf.cli.chunks import open_input, read_table, record_starts
 from llm_label_clf.cli.commands import build_parser
 from llm_label_clf.cli.hints import OPTION_OF, cli_hint, engine_hint
 from llm_label_clf.cli.options import (
@@ -33,17 +34,10 @@ from llm_label_clf.cli.options import (
     needs_labels,
     parse_engine_option,
 )
-from llm_label_clf.cli.rows import announce_bad_rows, good_rows, with_predictions
-from llm_label_clf.cli.tables import (
-    UsageError,
-    bad_row_reasons,
-    format_of,
-    read_table,
-    record_lines,
-    skipped_path,
-    write_table,
-)
+from llm_label_clf.cli.rows import Rows, announce_bad_rows, survey, with_predictions
+from llm_label_clf.cli.tables import UsageError, bad_row_reasons, format_of, skipped_path, write_table
 from llm_label_clf.fitting.calibration import CALIBRATIONS
+from llm_label_clf.fitting.label_words import LABEL_WORDS
 from llm_label_clf.fitting.params import LABEL_MODES, PARAMETERS, check_params
 
 
@@ -390,6 +384,7 @@ def _docstring_choices(name: str) -> set:
     ("name", "option", "values"),
     [
         ("label_mode", "--label-mode", LABEL_MODES),
+        ("label_words", "--label-words", LABEL_WORDS),
         ("calibration", "--calibration", CALIBRATIONS),
         ("length_norm", "--length-norm", LENGTH_NORMS),
         ("low_mass", "--low-mass", LOW_MASS),
@@ -425,13 +420,15 @@ def test_options_reach_the_estimator():
         "--label-mode", "full_sequence", "--length-norm", "char", "--prune-margin", "2.5", "--random-state", "7", "--too-long", "raise",
         "--low-mass", "ignore", "--low-mass-threshold", "0.01", "--chat", "auto", "--batch-size", "8",
         "--no-progress", "--model", "some/model", "--prompt", "Q: {text}\\nA:", "--instructions", "Be brief.",
+        "--read-store", "reads.sqlite", "--label-words", "as_is",
     )  # fmt: skip
     params = estimator_params(args, {"max_model_len": 1024})
     assert params == {
         "model": "some/model", "engine_options": {"max_model_len": 1024}, "prompt": "Q: {text}\nA:",
         "instructions": "Be brief.", "chat": "auto", "label_mode": "full_sequence", "length_norm": "char", "prune_margin": 2.5,
         "few_shot": 2, "calibration": "learned", "random_state": 7, "batch_size": 8, "progress": False,
-        "low_mass": "ignore", "low_mass_threshold": 0.01, "too_long": "raise",
+        "low_mass": "ignore", "low_mass_threshold": 0.01, "too_long": "raise", "read_store": "reads.sqlite",
+        "label_words": "as_is",
     }  # fmt: skip
     check_params(LLMLabelClassifier(**params))  # every value valid for the estimator
     assert needs_labels(args) == ["--few-shot 2", "--calibration learned"]
@@ -529,10 +526,10 @@ def test_delimited_text_round_trips(tmp_path, name, sep, written_sep):
     write_table(SEPARATED, str(path), sep=sep)
     if not name.endswith(".gz"):
         assert path.read_text().splitlines()[0] == written_sep.join(SEPARATED.columns)
-    table = read_table(str(path), ["text"], sep=sep)
-    pd.testing.assert_frame_equal(table.frame, SEPARATED)
-    assert table.sep == written_sep
-    assert table.row_lines() == [2, 3, 4]  # the third row's quoted text spans lines 4 and 5
+    pd.testing.assert_frame_equal(read_table(str(path), ["text"], sep=sep), SEPARATED)
+    with open_input(str(path), sep) as source:
+        assert source.sep == written_sep
+        assert list(source.lines()) == [2, 3, 4]  # the third row's quoted text spans lines 4 and 5
 
 
 def test_unknown_extension_needs_sep(tmp_path):
@@ -544,23 +541,41 @@ def test_unknown_extension_needs_sep(tmp_path):
 
 def test_stdin_and_stdout_honour_sep(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO(SEPARATED.to_csv(sep=";", index=False)))
-    table = read_table("-", ["text"], sep=";")
-    pd.testing.assert_frame_equal(table.frame, SEPARATED)
-    assert table.row_lines() == [2, 3, 4]
-    write_table(table.frame, "-", sep="\t")
+    with open_input("-", ";") as source:
+        frame = next(source.chunks(100, ["text"]))
+        assert list(source.lines()) == [2, 3, 4]
+    pd.testing.assert_frame_equal(frame, SEPARATED)
+    write_table(frame, "-", sep="\t")
     assert capsys.readouterr().out.splitlines()[0] == "id\ttext\tlabel"
 
 
 def test_row_lines_skip_blank_lines_and_follow_quoted_line_breaks(tmp_path):
     path = tmp_path / "rows.csv"
     path.write_text('id,text\n1,one\n\n2,"two\nlines"\n3,\r\n4,four\n')
-    table = read_table(str(path), ["text"])
-    assert table.frame["id"].tolist() == [1, 2, 3, 4]
-    assert table.row_lines() == [2, 4, 6, 7]
-    assert record_lines(io.StringIO("a\n1\n2\n"), ",", 3) is None  # rows pandas read and records disagree
+    assert read_table(str(path), ["text"])["id"].tolist() == [1, 2, 3, 4]
+    with open_input(str(path), None) as source:
+        assert list(source.lines()) == [2, 4, 6, 7]
+    assert list(record_starts(io.StringIO("a\n1\n2\n"), ",")) == [2, 3]
     parquet = tmp_path / "rows.parquet"
     SEPARATED.to_parquet(parquet, index=False)
-    assert read_table(str(parquet), ["text"]).row_lines() is None  # no lines in Parquet
+    with open_input(str(parquet), None) as source:
+        assert source.sep is None  # no lines in Parquet
+
+
+def test_chunks_are_exact_and_agree_on_types(tmp_path):
+    """Chunks hold exactly --chunk-rows rows whatever the reader gives (Parquet
+    row groups of 3 re-cut into 4s), and a column whose type differs between
+    chunks gets one type over the whole file from the survey."""
+    frame = pd.DataFrame({"text": [f"t{i}" for i in range(10)], "n": [1, 2, 3, 4, 5, None, 7, 8, 9, 10]})
+    frame.to_parquet(tmp_path / "rows.parquet", index=False, row_group_size=3)
+    with open_input(str(tmp_path / "rows.parquet"), None) as source:
+        assert [len(c) for c in source.chunks(4)] == [4, 4, 2]
+    (tmp_path / "rows.csv").write_text("text,n\n" + "".join(f"t{i},{'' if i == 5 else i}\n" for i in range(10)))
+    args = policy_args("error", input=str(tmp_path / "rows.csv"), text_column="text")
+    with open_input(str(tmp_path / "rows.csv"), None) as source:
+        assert [c["n"].dtype.kind for c in source.chunks(4)] == ["i", "f", "i"]
+        found = survey(source, args, {"text": "text"}, chunk_rows=4, digest_rows=0, evaluate=False)
+        assert {c["n"].dtype.kind for c in source.chunks(4, [], found.dtypes)} == {"f"}
 
 
 # ------------------------------------------------------------------ bad rows: the policy (no engine)
@@ -594,55 +609,70 @@ def test_skipped_path(output, source, expected):
 
 
 def policy_args(bad_rows: str, **more) -> argparse.Namespace:
-    """The options ``_cli_rows`` reads, as the parser would set them."""
-    return argparse.Namespace(**{"bad_rows": bad_rows, "input": "in.csv", "command": "classify", "sep": None, **more})
+    """The options the survey and the bad-row policy read, as the parser would set them."""
+    return argparse.Namespace(
+        **{"bad_rows": bad_rows, "input": "in.csv", "command": "classify", "sep": None, "text_column": "text",
+           "label_column": "label", "output": None, **more}
+    )  # fmt: skip
 
 
-def test_bad_rows_policies_keep_the_input_order(capsys):
+def test_bad_rows_policies_keep_the_input_order(tmp_path, capsys):
     frame = pd.DataFrame({"id": [10, 11, 12, 13, 14], "text": ["a", "", "c", None, "e"]})
+    source_path = tmp_path / "in.jsonl"
+    frame.to_json(source_path, orient="records", lines=True)
     cells = [("text", "text")]
     proba = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
     predicted = np.array(["x", "y", "x"], dtype=object)
     reason = "no text in column 'text'"
 
-    with pytest.raises(UsageError, match=r"in.csv: 2 row\(s\) have no text in column 'text' \(rows 1, 3,"):
-        good_rows(frame, cells, policy_args("error"))
+    def surveyed(policy, chunk_rows=2):
+        with open_input(str(source_path), None) as source:
+            args = policy_args(policy, input=str(source_path))
+            return survey(source, args, {"text": "text"}, chunk_rows=chunk_rows, digest_rows=0, evaluate=False)
 
-    kept = good_rows(frame, cells, policy_args("keep"))
+    with pytest.raises(UsageError, match=r"in.jsonl: 2 row\(s\) have no text in column 'text' \(rows 1, 3,"):
+        surveyed("error")
+    found = surveyed("keep")
+    assert (found.rows, found.bad, found.used) == (5, [1, 3], 3)
+    assert found.sample["text"].tolist() == ["a", "c", "e"]  # the first good rows: the zero-shot fit's samples
+
+    kept = Rows.of(frame, cells, keep=True)
     assert (kept.used, kept.bad, kept.keep) == ([0, 2, 4], [1, 3], True)
-    out = with_predictions(frame, ["x", "y"], proba, predicted, kept, "classify")
+    out = with_predictions(frame, ["x", "y"], proba, predicted, kept)
     assert list(out.columns) == ["id", "text", "proba_x", "proba_y", "predicted", "error"]
     assert out["id"].tolist() == [10, 11, 12, 13, 14]
     np.testing.assert_allclose(out["proba_x"], [0.9, np.nan, 0.2, np.nan, 0.6])
     assert [v if isinstance(v, str) else None for v in out["predicted"]] == ["x", None, "y", None, "x"]
     assert [v if isinstance(v, str) else None for v in out["error"]] == [None, reason, None, reason, None]
 
-    skipped = good_rows(frame, cells, policy_args("skip"))
-    out = with_predictions(frame, ["x", "y"], proba, predicted, skipped, "classify")
+    skipped = Rows.of(frame, cells, keep=False)
+    out = with_predictions(frame, ["x", "y"], proba, predicted, skipped)
     assert list(out.columns) == ["id", "text", "proba_x", "proba_y", "predicted"]
     assert out["id"].tolist() == [10, 12, 14]
     np.testing.assert_allclose(out[["proba_x", "proba_y"]].to_numpy(), proba)
 
+    frame.iloc[[1, 3]].to_json(source_path, orient="records", lines=True)
     with pytest.raises(UsageError, match="every row is bad"):
-        good_rows(frame.iloc[[1, 3]].reset_index(drop=True), cells, policy_args("skip"))
+        surveyed("skip")
 
 
 def test_skipped_rows_are_listed_with_lines_and_reasons(tmp_path, capsys):
     source = tmp_path / "in.csv"
     source.write_text('id,text,label\n1,"a\nb",x\n2,,y\n\n3,c,\n4,d,x\n')
-    table = read_table(str(source), ["text", "label"])
-    cells = [("text", "text"), ("label", "label")]
-    args = policy_args("skip", input=str(source))
-    rows = good_rows(table.frame, cells, args)
+    args = policy_args("skip", input=str(source), command="evaluate")
     listed = tmp_path / "skipped.csv"
-    announce_bad_rows(table, rows, args, str(listed))
+    with open_input(str(source), None) as table:
+        found = survey(table, args, {"text": "text"}, chunk_rows=2, digest_rows=0, evaluate=True)
+    announce_bad_rows(found, args, str(listed))
     assert pd.read_csv(listed).to_dict("list") == {
         "row": [1, 2], "line": [4, 6], "reason": ["no text in column 'text'", "no label in column 'label'"],
     }  # fmt: skip
     assert f"skipped 2 bad row(s) (rows 1, 2); they are listed with the reason in {listed}" in capsys.readouterr().err
 
-    clean = good_rows(table.frame.iloc[[0, 3]].reset_index(drop=True), cells, args)
-    announce_bad_rows(table, clean, args, str(listed))  # rewritten, header only: no stale rows
+    source.write_text('id,text,label\n1,"a\nb",x\n4,d,x\n')
+    with open_input(str(source), None) as table:
+        clean = survey(table, args, {"text": "text"}, chunk_rows=2, digest_rows=0, evaluate=True)
+    announce_bad_rows(clean, args, str(listed))  # rewritten, header only: no stale rows
     assert pd.read_csv(listed).empty and list(pd.read_csv(listed).columns) == ["row", "line", "reason"]
 
 

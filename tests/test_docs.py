@@ -33,6 +33,7 @@ DOCTEST_MODULES = {
     "llm_label_clf.engines.local": None,
     "llm_label_clf.engines.remote": None,
     "llm_label_clf.fitting.calibration": None,
+    "llm_label_clf.store.handle": None,
     "llm_label_clf.distributed.ray_data": "ray",
     "llm_label_clf.distributed.dask_frames": "dask.dataframe",
     "llm_label_clf.distributed.ray_llm": "ray",

@@ -16,7 +16,10 @@ over ``--engine-options FILE``) its vLLM engine arguments. A row whose text
 stays in place unclassified with the reason in an ``error`` column (``keep``);
 the output's rows are always in the input's order. The estimator's hints are
 printed in option syntax (``--low-mass ignore``, not ``low_mass='ignore'``),
-naming rows of the input (``_cli_hints``).
+naming rows of the input (``hints``). Both commands stream: the input is
+read, classified and written ``--chunk-rows`` rows at a time (``stream``), an
+existing OUT is replaced only with ``--overwrite``, and ``--resume``
+continues a stopped run (``resume``).
 
 Exit codes: 0 success; 2 a usage or input error (a missing column, an
 unreadable, empty or unknown-format file, bad labels, prompt or engine
@@ -29,24 +32,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from .hints import OPTION_OF, cli_hint, engine_hint
-from .options import add_table_options, engine_options, estimator_params, needs_labels
-from .rows import announce_bad_rows, good_rows, skipped_target, with_predictions
-from .tables import (
-    UsageError,
-    as_strings,
-    check_cells,
-    check_output,
-    parse_labels,
-    read_table,
-    require_column,
-    write_table,
-)
+from .chunks import open_input, read_table
+from .options import add_table_options, engine_options, needs_labels
+from .resume import check_targets
+from .rows import prompt_cells, prompt_fields, prompt_inputs, skipped_target, survey
+from .store_command import add_store_command
+from .stream import EngineFailure, Job, Train, print_report, random_state, resume_point, run
+from .tables import UsageError, as_strings, check_cells, check_output, parse_labels, require_column
 
 __all__ = ["build_parser", "main"]
 
@@ -56,10 +51,6 @@ DEMO_PROMPT = "Review: {text}\nSentiment:"
 EXIT_OK, EXIT_ENGINE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class EngineFailure(Exception):
-    """The engine could not start or a read failed: exit status 1."""
-
-
 # ---------------------------------------------------------------- demo
 
 
@@ -67,6 +58,8 @@ def _demo(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..classifier import LLMLabelClassifier
+    from ..fitting.shaping import predicted_from
+    from ..fitting.ties import tie_priors
 
     try:
         frame = pd.read_csv(args.data)
@@ -83,81 +76,32 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     proba = clf.predict_proba(texts)
     elapsed = time.perf_counter() - started
-    _print_report(y, clf.classes_[proba.argmax(axis=1)], proba, clf.classes_)
+    predicted = predicted_from("single", proba, clf.classes_, log=False, priors=tie_priors(clf))  # predict's tie rule
+    print_report(y, predicted, proba, clf.classes_)
     print(f"{len(texts) / elapsed:.1f} texts/s on predict_proba (engine start and fit: {started - start:.1f} s)")
     return 0
-
-
-def _print_report(gold: Any, pred: Any, proba: Any, classes: Any, labels: Sequence[str] | None = None) -> None:
-    """scikit-learn's classification report, then accuracy and log-loss.
-    ``proba``'s columns are in ``classes`` order (sorted, as log_loss reads them)."""
-    from sklearn.metrics import accuracy_score, classification_report, log_loss
-
-    print(classification_report(gold, pred, labels=labels, digits=3, zero_division=0))
-    print(f"accuracy {accuracy_score(gold, pred):.3f}  log-loss {log_loss(gold, proba, labels=classes):.3f}")
 
 
 # ------------------------------------------------------- what is read
 
 
-def _fields(args: argparse.Namespace) -> dict[str, str]:
-    """The prompt's fields that the input fills, each with its column:
-    ``{text}`` from ``--text-column``, any other field from the column of its
-    name (``{labels}`` and ``{options}`` are filled by the package)."""
-    from ..reading.prompts import DEFAULT_PROMPT, PromptTemplate
-
-    try:
-        template = PromptTemplate.parse(DEFAULT_PROMPT if args.prompt is None else args.prompt)
-    except ValueError as exc:
-        raise UsageError(f"--prompt: {exc}") from None
-    return {f: args.text_column if f == "text" else f for f in template.input_fields}
-
-
-def _cells(frame: Any, fields: dict[str, str], path: str) -> list[tuple[str, str]]:
-    """The columns whose cells every classified row needs, with what each
-    holds ("text", "{title}"); raises UsageError for a column ``frame`` lacks."""
-    cells = []
-    for field, column in fields.items():
-        if field != "text":
-            require_column(frame, column, path, f"the prompt's {{{field}}} field")
-        cells.append((column, "text" if field == "text" else f"{{{field}}}"))
-    return cells
-
-
-def _prompt_inputs(frame: Any, cells: list[tuple[str, str]], fields: dict[str, str], path: str) -> Any:
-    """The estimator's X: a DataFrame with one column per prompt field, as strings."""
-    import pandas as pd
-
-    what = dict(cells)
-    return pd.DataFrame({f: as_strings(frame, c, path, what[c]).tolist() for f, c in fields.items()})
-
-
-@dataclass(frozen=True)
-class _Train:
-    """The labelled rows of ``--train``: the estimator's X and y."""
-
-    X: Any
-    y: Any
-    path: str
-
-
-def _read_train(args: argparse.Namespace, fields: dict[str, str]) -> _Train | None:
+def _read_train(args: argparse.Namespace, fields: dict[str, str]) -> Train | None:
     """``--train FILE`` read with IN's columns and options; every row must be good."""
     if args.train is None:
         return None
-    frame = read_table(args.train, [args.text_column, args.label_column], sep=args.sep).frame
+    frame = read_table(args.train, [args.text_column, args.label_column], sep=args.sep)
     require_column(frame, args.text_column, args.train, "--text-column")
     require_column(frame, args.label_column, args.train, "--label-column")
-    cells = [*_cells(frame, fields, args.train), (args.label_column, "label")]
+    cells = [*prompt_cells(frame, fields, args.train), (args.label_column, "label")]
     check_cells(frame, cells, args.train)
-    X = _prompt_inputs(frame, cells, fields, args.train)
+    X = prompt_inputs(frame, cells, fields, args.train)
     y = as_strings(frame, args.label_column, args.train, "label").to_numpy(dtype=object)
-    return _Train(X, y, args.train)
+    return Train(X, y, args.train)
 
 
-def _check_known(labels: list[str], gold: Any, path: str, args: argparse.Namespace) -> None:
+def _check_known(labels: list[str], gold: set[str], path: str, args: argparse.Namespace) -> None:
     """Raises UsageError naming the labels of ``path``'s label column that are not ``labels``."""
-    unknown = sorted(set(gold.tolist()) - set(labels))
+    unknown = sorted(set(gold) - set(labels))
     if unknown:
         raise UsageError(
             f"{path}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
@@ -165,9 +109,9 @@ def _check_known(labels: list[str], gold: Any, path: str, args: argparse.Namespa
         )
 
 
-def _check_train_classes(labels: list[str], train: _Train, args: argparse.Namespace) -> None:
+def _check_train_classes(labels: list[str], train: Train, args: argparse.Namespace) -> None:
     """The classes come from ``--train``'s labels: they must be ``labels``, each one present."""
-    _check_known(labels, train.y, train.path, args)
+    _check_known(labels, set(train.y.tolist()), train.path, args)
     present = set(train.y.tolist())
     missing = [label for label in labels if label not in present]
     if missing:
@@ -177,10 +121,11 @@ def _check_train_classes(labels: list[str], train: _Train, args: argparse.Namesp
         )
 
 
-def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """The checks made before any table is read: the engine options, the
-    options that need ``--train``, and the outputs. Returns the engine options
-    and where skipped rows go."""
+    options that need ``--train``, and the outputs (never one replaced
+    without ``--overwrite``). Returns the engine options, where skipped rows
+    go and the output's format."""
     options = engine_options(args)
     needs = needs_labels(args)
     if needs and args.train is None:
@@ -189,159 +134,56 @@ def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | Non
             f"{' and '.join(needs)} learn{'s' if len(needs) == 1 else ''} from labelled rows: pass --train FILE "
             f"with columns {args.text_column!r} and {args.label_column!r}{also}"
         )
-    check_output(args.output, args.sep)
-    return options, skipped_target(args)
+    fmt = check_output(args.output, args.sep)
+    skipped = skipped_target(args)
+    check_targets(args.output, resume=args.resume, overwrite=args.overwrite, fmt=fmt)
+    return options, skipped, fmt
 
 
-# --------------------------------------------------------- classifying
-
-
-def _step(call: Callable[[], Any], args: argparse.Namespace, where: str, rows: Sequence[int] | None) -> Any:
-    """Runs one fit or predict call of the estimator: a ValueError is a usage
-    error and any other failure the engine's, their messages and our warnings
-    (low label mass, truncation; said on stderr) in option syntax naming rows
-    of ``where`` (``rows[k]`` is the row of X item k). Other warnings go back
-    to the warning filters."""
-    from ..exceptions import LowLabelMassWarning, TruncationWarning
-
-    error: Exception | None = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result = call()
-        except ValueError as exc:
-            error = UsageError(cli_hint(str(exc), where=where, rows=rows))
-        except Exception as exc:
-            message = cli_hint(str(exc), where=where, rows=rows)
-            error = EngineFailure(f"the engine failed: {type(exc).__name__}: {message}")
-            error.__cause__ = exc
-    for w in caught:
-        if issubclass(w.category, (LowLabelMassWarning, TruncationWarning)):
-            print(
-                f"llm-label-clf {args.command}: warning: {cli_hint(str(w.message), where=where, rows=rows)}",
-                file=sys.stderr,
-            )
+def _run_table(args: argparse.Namespace, given: list[str] | None) -> int:
+    """``classify`` or ``evaluate``: the checks, one survey of IN, then the run."""
+    options, skipped, fmt = _prepare(args)
+    resumed = resume_point(args)
+    fields = prompt_fields(args)
+    train = _read_train(args, fields)
+    random_state(args, train)
+    evaluate = args.command == "evaluate"
+    with open_input(args.input, args.sep) as source:
+        digest_rows = resumed.rows if resumed is not None else 0
+        found = survey(source, args, fields, chunk_rows=args.chunk_rows, digest_rows=digest_rows, evaluate=evaluate)
+        if given is not None:
+            labels = given
+        elif evaluate:
+            labels = sorted(found.gold | (set(train.y.tolist()) if train is not None else set()))
+            if len(labels) < 2:
+                raise UsageError(
+                    f"{args.input}: column {args.label_column!r} has one class ({labels[0]!r}); "
+                    "pass every class with --labels a,b,c"
+                )
         else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if error is not None:
-        raise error
-    return result
-
-
-def _classify_rows(
-    X: Any,
-    labels: list[str],
-    args: argparse.Namespace,
-    options: dict[str, Any] | None,
-    train: _Train | None,
-    rows: Sequence[int],
-) -> tuple[Any, Any, Any]:
-    """Fits the classifier and classifies every row of ``X`` (input rows ``rows``).
-
-    Without ``--train`` it is zero-shot: ``fit`` gets no ``y``, the classes
-    come from ``labels`` (each class spoken as itself; ``classes_`` is them
-    sorted), and the first ``len(labels)`` rows of X serve only as sample
-    texts for the label-token check (and batch calibration's small-call
-    fallback). With ``--train`` it fits on those labelled rows.
-
-    Returns (proba with columns in ``labels`` order, predicted classes, ``classes_``).
-    """
-    from ..classifier import LLMLabelClassifier
-    from ..engines import get_engine
-    from ..exceptions import ModelNotFoundError
-
-    clf = LLMLabelClassifier(**estimator_params(args, options), labels={label: label for label in labels})
-    print(f"Classifying {len(X)} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)
-    try:
-        get_engine(args.model, options)
-    except ModelNotFoundError as exc:  # a path that is not there is the user's to fix: exit 2
-        raise UsageError(f"--model: {exc}") from exc
-    except Exception as exc:
-        given = f" with engine options {options}" if options else ""
-        message = f"cannot start the engine for model {args.model!r}{given}: {type(exc).__name__}: {exc}"
-        raise EngineFailure(engine_hint(message, list(OPTION_OF.values()))) from exc
-    source = "stdin" if args.input == "-" else args.input
-    if train is None:
-        _step(lambda: clf.fit(X.iloc[: len(labels)].reset_index(drop=True)), args, source, rows)
-    else:
-        _step(lambda: clf.fit(train.X, train.y), args, train.path, None)
-    proba = _step(lambda: clf.predict_proba(X), args, source, rows)
-    classes = clf.classes_.tolist()
-    predicted = clf.classes_[proba.argmax(axis=1)]
-    order = [classes.index(label) for label in labels]
-    return proba[:, order], predicted, clf.classes_
-
-
-def _write_output(out: Any, args: argparse.Namespace) -> None:
-    write_table(out, args.output, sep=args.sep)
-    if args.output not in (None, "-"):
-        print(f"Wrote {len(out)} rows to {args.output}", file=sys.stderr)
+            labels = sorted(set(train.y.tolist()))
+            if len(labels) < 2:
+                raise UsageError(
+                    f"{train.path}: column {args.label_column!r} has one class ({labels[0]!r}); a "
+                    "classifier needs at least two"
+                )
+        if evaluate and given is not None:
+            _check_known(labels, found.gold, args.input, args)
+        if train is not None:
+            _check_train_classes(labels, train, args)
+        run(Job(args, source, found, labels, fields, options, train, skipped, fmt, resumed))
+    return EXIT_OK
 
 
 def _classify(args: argparse.Namespace) -> int:
     given = parse_labels(args.labels) if args.labels is not None else None
     if given is None and args.train is None:
         raise UsageError("name the classes with --labels a,b,c (or give --train FILE, whose labels name them)")
-    options, skipped = _prepare(args)
-    table = read_table(args.input, [args.text_column], sep=args.sep)
-    require_column(table.frame, args.text_column, args.input, "--text-column")
-    fields = _fields(args)
-    cells = _cells(table.frame, fields, args.input)
-    train = _read_train(args, fields)
-    labels = given if given is not None else sorted(set(train.y.tolist()))
-    if train is not None:
-        if len(labels) < 2:
-            raise UsageError(
-                f"{train.path}: column {args.label_column!r} has one class ({labels[0]!r}); a "
-                "classifier needs at least two"
-            )
-        _check_train_classes(labels, train, args)
-    rows = good_rows(table.frame, cells, args)
-    X = _prompt_inputs(table.frame.iloc[rows.used], cells, fields, args.input)
-    announce_bad_rows(table, rows, args, skipped)
-    proba, predicted, _ = _classify_rows(X, labels, args, options, train, rows.used)
-    _write_output(with_predictions(table.frame, labels, proba, predicted, rows, "classify"), args)
-    return EXIT_OK
+    return _run_table(args, given)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    given = parse_labels(args.labels) if args.labels is not None else None
-    options, skipped = _prepare(args)
-    table = read_table(args.input, [args.text_column, args.label_column], sep=args.sep)
-    frame = table.frame
-    require_column(frame, args.text_column, args.input, "--text-column")
-    require_column(frame, args.label_column, args.input, "--label-column")
-    fields = _fields(args)
-    cells = [*_cells(frame, fields, args.input), (args.label_column, "label")]
-    train = _read_train(args, fields)
-    rows = good_rows(frame, cells, args)
-    used = frame.iloc[rows.used]
-    gold = as_strings(used, args.label_column, args.input, "label").to_numpy(dtype=object)
-    if given is None:
-        labels = sorted(set(gold.tolist()) | (set(train.y.tolist()) if train is not None else set()))
-        if len(labels) < 2:
-            raise UsageError(
-                f"{args.input}: column {args.label_column!r} has one class ({labels[0]!r}); "
-                "pass every class with --labels a,b,c"
-            )
-    else:
-        labels = given
-        _check_known(labels, gold, args.input, args)
-    if train is not None:
-        _check_train_classes(labels, train, args)
-    X = _prompt_inputs(used, cells, fields, args.input)
-    announce_bad_rows(table, rows, args, skipped)
-    proba, predicted, classes = _classify_rows(X, labels, args, options, train, rows.used)
-    if rows.bad:
-        print(f"llm-label-clf evaluate: the report leaves out the {len(rows.bad)} bad row(s)", file=sys.stderr)
-    # log_loss reads y_pred's columns in sorted-label order, which classes_ is
-    sorted_proba = proba[:, [labels.index(c) for c in classes.tolist()]]
-    _print_report(gold, np.asarray(predicted, dtype=object), sorted_proba, classes, labels)
-    if args.output is not None:
-        _write_output(with_predictions(frame, labels, proba, predicted, rows, "evaluate"), args)
-    return EXIT_OK
+    return _run_table(args, parse_labels(args.labels) if args.labels is not None else None)
 
 
 # ------------------------------------------------------------ parser
@@ -399,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--instructions", default=DEMO_INSTRUCTIONS)
     demo.add_argument("--limit", type=int, default=0, help="only the first N rows (0: all)")
     demo.set_defaults(handler=_demo)
+
+    add_store_command(commands)  # store info|clear PATH (store_command)
     return parser
 
 

@@ -16,8 +16,8 @@ __all__ = ["OPTION_OF", "cli_hint", "engine_hint"]
 #: Estimator parameters the command line sets, and the option that sets each.
 OPTION_OF = {
     name: "--" + name.replace("_", "-")
-    for name in ("model", "labels", "label_mode", "length_norm", "prompt", "instructions", "chat", "random_state",
-                 "batch_size", "low_mass", "low_mass_threshold", "too_long", "few_shot", "calibration")
+    for name in ("model", "labels", "label_mode", "label_words", "length_norm", "prompt", "instructions", "chat",
+                 "random_state", "batch_size", "low_mass", "low_mass_threshold", "too_long", "few_shot", "calibration")
 } | {"engine_options": "--engine-option"}
 
 
@@ -25,6 +25,7 @@ _QUOTED = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _SETTING = re.compile(
     r"\b(" + "|".join(OPTION_OF) + r")=(" + _QUOTED + r"|\{[^}]*\}+|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)"
 )
+_GIVE = re.compile(r"(?<![\w'-])(" + "|".join(OPTION_OF) + r")=(?=\s|$)")
 _BARE = re.compile(r"(?<![\w'-])(" + "|".join(n for n in OPTION_OF if "_" in n) + r")\b(?![=\[])")
 
 
@@ -53,6 +54,7 @@ def cli_hint(message: str, *, where: str | None = None, rows: Sequence[int] | No
     text = _SETTING.sub(_setting, text)
     text = re.sub(r"(--[a-z][\w-]* [\w.-]+)( \(?or )'([\w-]+)'", r"\1\2\3", text)
     text = _BARE.sub(lambda m: OPTION_OF[m.group(1)], text)
+    text = _GIVE.sub(lambda m: OPTION_OF[m.group(1)], text)  # "give model= a local folder"
     text = text.replace("pass more labelled texts to fit", "pass more labelled rows in --train")
     text = text.replace("fit needs y", "pass labelled rows with --train FILE")
 

@@ -39,8 +39,8 @@ TOO_LONG = ("truncate", "raise")
 BAD_ROWS = ("error", "skip", "keep")
 #: The estimator parameters whose options are passed on as parsed.
 _AS_PARSED = (
-    "model", "prompt", "instructions", "chat", "label_mode", "prune_margin", "few_shot", "random_state",
-    "batch_size", "low_mass", "low_mass_threshold", "too_long",
+    "model", "prompt", "instructions", "chat", "label_mode", "label_words", "prune_margin", "few_shot", "random_state",
+    "batch_size", "low_mass", "low_mass_threshold", "too_long", "read_store",
 )  # fmt: skip
 
 # ------------------------------------------------------------ values
@@ -185,6 +185,7 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
     choices come from ``LLMLabelClassifier`` and the constants of ``fitting.params``."""
     from ..classifier import LLMLabelClassifier
     from ..fitting.calibration import CALIBRATIONS
+    from ..fitting.label_words import LABEL_WORDS
     from ..fitting.params import LABEL_MODES
     from ..reading.prompts import DEFAULT_PROMPT
 
@@ -237,6 +238,21 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
         help="with --bad-rows skip: where to list the skipped rows (default: OUT's name + .skipped.csv, "
         "or IN's when writing to stdout)",
     )
+    data.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue OUT where a stopped run left it (checked against IN and the options, by OUT's "
+        ".progress.json); a run that is not there yet starts",
+    )
+    data.add_argument("--overwrite", action="store_true", help="replace OUT (and the skipped rows' list) if there")
+    data.add_argument(
+        "--chunk-rows",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="rows read, classified and written at a time: what a kill can lose (default: 1000; "
+        "resuming: the stopped run's)",
+    )
 
     model = command.add_argument_group("model and engine")
     model.add_argument("--model", default=default["model"], help="built-in name, local folder or hub id")
@@ -250,6 +266,14 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
     )
     model.add_argument(
         "--engine-options", default=None, metavar="FILE", help="vLLM engine arguments from a JSON or TOML mapping"
+    )
+    model.add_argument(
+        "--read-store",
+        default=None,
+        metavar="PATH",
+        help="a persistent store of label reads (SQLite file, created on first use): rows read before with the "
+        "same model and settings are not read again (default: $LLM_LABEL_CLF_READ_STORE, else none); "
+        "see: llm-label-clf store info PATH",
     )
     option(model, "--batch-size", "texts per engine call", type=_positive)
     model.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -268,9 +292,17 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
     option(
         prompt,
         "--label-mode",
-        "how a class is scored: its label's first token, its whole label, or lettered options listed in the "
-        "prompt; auto picks first_token when every label is one token",
+        "how a class is scored: its label's first token, its whole label, its label as the model would "
+        "choose it among the labels (constrained: reads only where labels branch), or lettered options "
+        "listed in the prompt; auto picks first_token when every label is one token",
         choices=LABEL_MODES,
+    )
+    option(
+        prompt,
+        "--label-words",
+        "how labels are written for the model: words writes identifiers as words (card_arrival as "
+        "'card arrival'), as Python's label_words does; as_is keeps them as typed; auto is words",
+        choices=LABEL_WORDS,
     )
     option(
         prompt,

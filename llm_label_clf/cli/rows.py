@@ -1,29 +1,90 @@
-"""Which input rows the command line classifies, and the output's rows:
-``--bad-rows`` applied (a row whose text, prompt field or, evaluating, label
-is missing or blank stops the command, is left out and listed in a side file,
-or stays in place unclassified), and the output laid out in the input's order
-with the probabilities, the prediction and, keeping bad rows, their reason."""
+"""Which input rows the command line classifies, and the output's rows.
+
+Before the engine starts, ``survey`` reads the input once, chunk by chunk,
+keeping only what is small: the row count, the bad rows (a row whose text,
+prompt field or, evaluating, label is missing or blank) under ``--bad-rows``
+(error: stop naming them; skip: leave them out and list them in a side file;
+keep: leave them in place unclassified), the labels of the label column, the
+first good rows (the zero-shot fit's sample texts), each column's type over
+the whole file, and the digest of the rows a resumed output holds. Each chunk
+of output is then laid out by ``with_predictions`` in the input's order with
+the probabilities, the prediction and, keeping bad rows, their reason."""
 
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .chunks import Source
+from .resume import RowDigest
+from .sinks import write_atomically
 from .tables import (
-    Table,
     UsageError,
+    as_strings,
     bad_row_reasons,
-    check_cells,
+    blank_rows,
     check_output,
+    missing_cells,
+    require_column,
     shown_rows,
     skipped_path,
     write_table,
 )
 
-__all__ = ["Rows", "announce_bad_rows", "good_rows", "skipped_target", "with_predictions"]
+__all__ = [
+    "SAMPLE_ROWS",
+    "Rows",
+    "Survey",
+    "announce_bad_rows",
+    "new_columns",
+    "prompt_cells",
+    "prompt_fields",
+    "prompt_inputs",
+    "skipped_target",
+    "survey",
+    "with_predictions",
+]
+
+#: The first good rows the survey keeps: a zero-shot fit takes one sample text per label.
+SAMPLE_ROWS = 1000
+#: What ``--bad-rows error`` says to do about bad rows.
+_REMEDY = "fill or drop them, or pass --bad-rows skip (leave them out) or keep (mark them)"
+
+
+def prompt_fields(args: argparse.Namespace) -> dict[str, str]:
+    """The prompt's fields that the input fills, each with its column:
+    ``{text}`` from ``--text-column``, any other field from the column of its
+    name (``{labels}`` and ``{options}`` are filled by the package)."""
+    from ..reading.prompts import DEFAULT_PROMPT, PromptTemplate
+
+    try:
+        template = PromptTemplate.parse(DEFAULT_PROMPT if args.prompt is None else args.prompt)
+    except ValueError as exc:
+        raise UsageError(f"--prompt: {exc}") from None
+    return {f: args.text_column if f == "text" else f for f in template.input_fields}
+
+
+def prompt_cells(frame: Any, fields: dict[str, str], path: str) -> list[tuple[str, str]]:
+    """The columns whose cells every classified row needs, with what each
+    holds ("text", "{title}"); raises UsageError for a column ``frame`` lacks."""
+    cells = []
+    for field, column in fields.items():
+        if field != "text":
+            require_column(frame, column, path, f"the prompt's {{{field}}} field")
+        cells.append((column, "text" if field == "text" else f"{{{field}}}"))
+    return cells
+
+
+def prompt_inputs(frame: Any, cells: list[tuple[str, str]], fields: dict[str, str], path: str) -> Any:
+    """The estimator's X: a DataFrame with one column per prompt field, as strings."""
+    import pandas as pd
+
+    what = dict(cells)
+    return pd.DataFrame({f: as_strings(frame, c, path, what[c]).tolist() for f, c in fields.items()})
 
 
 def skipped_target(args: argparse.Namespace) -> str | None:
@@ -44,46 +105,155 @@ def skipped_target(args: argparse.Namespace) -> str | None:
 
 @dataclass(frozen=True)
 class Rows:
-    """Every input row's reason to leave it unclassified ("" for a good row),
-    the rows classified (``used``, in input order) and whether the output
-    keeps the bad rows in place (``--bad-rows keep``)."""
+    """One chunk's rows: each row's reason to leave it unclassified ("" for
+    a good row), the rows classified (``used``, in order) and whether the
+    output keeps the bad rows in place (``--bad-rows keep``)."""
 
     reasons: list[str]
     used: list[int]
     keep: bool
 
+    @classmethod
+    def of(cls, frame: Any, cells: list[tuple[str, str]], keep: bool) -> Rows:
+        reasons = bad_row_reasons(frame, cells)
+        return cls(reasons, [i for i, reason in enumerate(reasons) if not reason], keep)
+
     @property
     def bad(self) -> list[int]:
-        """The rows not classified, in input order."""
+        """The rows not classified, in order."""
         return [i for i, reason in enumerate(self.reasons) if reason]
 
 
-def good_rows(frame: Any, cells: list[tuple[str, str]], args: argparse.Namespace) -> Rows:
-    """The rows to classify under ``--bad-rows``: raises UsageError naming the
-    bad rows (error) or when no row is good; writes nothing."""
-    if args.bad_rows == "error":
-        remedy = "fill or drop them, or pass --bad-rows skip (leave them out) or keep (mark them)"
-        check_cells(frame, cells, args.input, remedy)
-        return Rows([""] * len(frame), list(range(len(frame))), keep=False)
-    reasons = bad_row_reasons(frame, cells)
-    used = [i for i, reason in enumerate(reasons) if not reason]
-    if not used:
-        raise UsageError(
-            f"{args.input}: every row is bad ({len(frame)} rows; row 0: {reasons[0]}): nothing to classify"
-        )
-    return Rows(reasons, used, keep=args.bad_rows == "keep")
+@dataclass
+class Survey:
+    """What one pass over the input found (see the module docstring): the
+    cells read (column, what it holds; the label last when evaluating), the
+    input's columns, the rows, the bad ones with their reasons (skipping:
+    each one's; else the first's) and (skip, delimited text) lines,
+    the labels of good rows, the first good rows' prompt inputs, types that
+    make every chunk agree, and the digest of the first ``digest_rows`` rows."""
+
+    cells: list[tuple[str, str]]
+    columns: list[str]
+    rows: int
+    bad: list[int]
+    reasons: dict[int, str]
+    lines: dict[int, int] | None
+    gold: set[str]
+    sample: Any
+    dtypes: dict[str, Any]
+    digest: str
+    delimited: bool = False
+
+    @property
+    def used(self) -> int:
+        """The rows classified."""
+        return self.rows - len(self.bad)
 
 
-def announce_bad_rows(table: Table, rows: Rows, args: argparse.Namespace, skipped: str | None) -> None:
-    """Says on stderr what became of the bad rows, and under ``--bad-rows
-    skip`` lists them in ``skipped``: ``row`` (counting data rows from 0),
-    ``line`` (delimited text: the 1-based line of the input the row starts on)
-    and ``reason``. The list is written on every skip run, header only when
-    no row was skipped, so it never describes an earlier run."""
+def survey(
+    source: Source, args: argparse.Namespace, fields: dict[str, str], *, chunk_rows: int, digest_rows: int,
+    evaluate: bool,
+) -> Survey:
+    """One pass over ``source`` before any engine starts (see ``Survey``).
+    Raises UsageError for a missing column, a file without rows, bad rows
+    under ``--bad-rows error`` (naming them) or when every row is bad."""
     import pandas as pd
 
-    bad = rows.bad
-    if rows.keep and bad:
+    label = args.label_column if evaluate else None
+    strings = [args.text_column] + ([label] if label else [])
+    cells: list[tuple[str, str]] = []
+    kinds: dict[str, set[Any]] = {}
+    blanks: dict[str, list[int]] = {}
+    counts: dict[str, int] = {}
+    found = Survey([], [], 0, [], {}, None, set(), None, {}, "")
+    samples: list[Any] = []
+    digest = None
+    for chunk in source.chunks(chunk_rows, strings):
+        if digest is None:
+            require_column(chunk, args.text_column, source.path, "--text-column")
+            if label:
+                require_column(chunk, label, source.path, "--label-column")
+            cells = prompt_cells(chunk, fields, source.path) + ([(label, "label")] if label else [])
+            digest = RowDigest([column for column, _ in cells])
+            found.columns = [str(c) for c in chunk.columns]
+        for column in chunk.columns:
+            kinds.setdefault(column, set()).add(chunk[column].dtype)
+        if args.bad_rows == "error":
+            for column, _ in cells:
+                rows = blank_rows(chunk, column)
+                blanks.setdefault(column, []).extend(found.rows + i for i in rows[:6])
+                counts[column] = counts.get(column, 0) + len(rows)
+        reasons = bad_row_reasons(chunk, cells)
+        good = [i for i, reason in enumerate(reasons) if not reason]
+        for i, reason in enumerate(reasons):
+            if reason:
+                found.bad.append(found.rows + i)
+                if args.bad_rows == "skip" or not found.reasons:  # the list needs each; messages the first
+                    found.reasons[found.rows + i] = reason
+        if label:
+            found.gold.update(as_strings(chunk.iloc[good], label, source.path, "label").tolist())
+        if sum(len(s) for s in samples) < SAMPLE_ROWS:
+            samples.append(prompt_inputs(chunk.iloc[good], cells, fields, source.path))
+        if found.rows < digest_rows:
+            digest.update(chunk.iloc[: digest_rows - found.rows])
+        found.rows += len(chunk)
+    if found.rows == 0:
+        raise UsageError(f"{source.path} has no rows: nothing to classify")
+    for column, what in cells:
+        if counts.get(column):
+            raise missing_cells(source.path, column, what, blanks[column], counts[column], _REMEDY)
+    if not found.used:
+        first = found.bad[0]
+        raise UsageError(
+            f"{source.path}: every row is bad ({found.rows} rows; row {first}: {found.reasons[first]}): "
+            "nothing to classify"
+        )
+    found.cells, found.digest, found.delimited = cells, digest.hexdigest(), source.sep is not None
+    found.sample = pd.concat(samples, ignore_index=True).iloc[:SAMPLE_ROWS]
+    found.dtypes = _agreeing_types(kinds, source.fmt, strings)
+    if args.bad_rows == "skip" and found.bad and source.sep is not None:
+        found.lines = _bad_lines(source, found)
+    return found
+
+
+def _agreeing_types(kinds: dict[str, set[Any]], fmt: str, strings: list[str]) -> dict[str, Any]:
+    """For each column whose type differs between chunks, one every chunk
+    can take: numbers as floats, else text (delimited) or objects (JSON)."""
+    if fmt == "parquet":
+        return {}
+    agreed = {}
+    for column, seen in kinds.items():
+        if len(seen) > 1 and column not in strings:
+            numeric = all(kind.kind in "iuf" for kind in seen)
+            agreed[column] = "float64" if numeric else str if fmt in ("csv", "tsv") else object
+    return agreed
+
+
+def _bad_lines(source: Source, found: Survey) -> dict[int, int] | None:
+    """The input line each bad row starts on; None when the records Python's
+    csv reads are not the rows pandas read."""
+    wanted, lines, count = set(found.bad), {}, 0
+    try:
+        for row, line in enumerate(source.lines()):
+            if row in wanted:
+                lines[row] = line
+            count = row + 1
+    except (csv.Error, OSError, ValueError):
+        return None
+    return lines if count == found.rows else None
+
+
+def announce_bad_rows(found: Survey, args: argparse.Namespace, skipped: str | None) -> None:
+    """Says on stderr what becomes of the bad rows, and under ``--bad-rows
+    skip`` lists them in ``skipped`` (replaced atomically, so it never
+    describes an earlier run): ``row`` (counting data rows from 0), ``line``
+    (delimited text: the 1-based line of the input the row starts on) and
+    ``reason``; header only when no row is skipped."""
+    import pandas as pd
+
+    bad = found.bad
+    if args.bad_rows == "keep" and bad:
         written = args.command == "classify" or args.output is not None
         where = " in place, the reason in the output's 'error' column" if written else ""
         print(
@@ -93,11 +263,11 @@ def announce_bad_rows(table: Table, rows: Rows, args: argparse.Namespace, skippe
     if skipped is None:
         return
     listed = pd.DataFrame({"row": pd.Series(bad, dtype="int64")})
-    lines = table.row_lines() if bad else None
-    if table.sep is not None and (lines is not None or not bad):
-        listed["line"] = pd.Series([lines[i] for i in bad] if lines else [], dtype="int64")
-    listed["reason"] = pd.Series([rows.reasons[i] for i in bad], dtype=object)
-    write_table(listed, skipped, sep=args.sep)
+    lines = found.lines if bad else {}
+    if found.delimited and lines is not None:
+        listed["line"] = pd.Series([lines[i] for i in bad], dtype="int64")
+    listed["reason"] = pd.Series([found.reasons[i] for i in bad], dtype=object)
+    write_atomically(skipped, lambda name: write_table(listed, name, sep=args.sep))
     if bad:
         print(
             f"llm-label-clf {args.command}: skipped {len(bad)} bad row(s) (rows {shown_rows(bad)}); "
@@ -106,21 +276,24 @@ def announce_bad_rows(table: Table, rows: Rows, args: argparse.Namespace, skippe
         )
 
 
-def with_predictions(frame: Any, labels: list[str], proba: Any, predicted: Any, rows: Rows, command: str) -> Any:
-    """The output: the input's rows in their order (skipped ones left out)
-    plus one ``proba_<label>`` column per label and ``predicted``; under
+def new_columns(labels: list[str], keep: bool) -> list[str]:
+    """The columns the output adds: ``proba_<label>`` per label, ``predicted``
+    and, keeping bad rows, ``error``."""
+    return [f"proba_{label}" for label in labels] + ["predicted"] + (["error"] if keep else [])
+
+
+def with_predictions(frame: Any, labels: list[str], proba: Any, predicted: Any, rows: Rows) -> Any:
+    """One chunk of output: its input rows in their order (skipped ones left
+    out) plus one ``proba_<label>`` column per label and ``predicted``; under
     ``--bad-rows keep`` every row, the bad ones with empty cells and the
-    reason in an ``error`` column."""
+    reason in an ``error`` column. An input column of one of those names is
+    replaced."""
     import numpy as np
 
     keep = rows.keep
     out = frame.copy() if keep else frame.iloc[rows.used].reset_index(drop=True)
-    at = np.asarray(rows.used) if keep else np.arange(len(rows.used))
-    new = [f"proba_{label}" for label in labels] + ["predicted"] + (["error"] if keep else [])
-    clash = [c for c in new if c in out.columns]
-    if clash:
-        print(f"llm-label-clf {command}: note: replacing the input's column(s) {', '.join(clash)}", file=sys.stderr)
-        out = out.drop(columns=clash)
+    at = np.asarray(rows.used, dtype=int) if keep else np.arange(len(rows.used))
+    out = out.drop(columns=[c for c in new_columns(labels, keep) if c in out.columns])
     for k, label in enumerate(labels):
         column = np.full(len(out), np.nan)
         column[at] = proba[:, k]

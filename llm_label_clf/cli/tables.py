@@ -1,35 +1,34 @@
-"""The command line's tables: CSV, TSV, Parquet and JSON (Lines) read and
-written by extension (or any delimited text with ``--sep``), with errors that
-name the file and say what to do; the checks of the columns a command needs;
-and the bad rows (a missing or blank cell where the prompt or the report needs
-one), with the input line each row starts on, for ``--bad-rows``."""
+"""The command line's tables: formats by extension (or any delimited text
+with ``--sep``), the checks of an output before any work, small tables
+written whole (the skipped rows' list), the checks of the columns a command
+needs, and the bad rows (a missing or blank cell where the prompt or the
+report needs one) for ``--bad-rows``. Inputs are read in chunks by
+``chunks``; outputs are written chunk by chunk by ``sinks``."""
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "KNOWN_FORMATS",
-    "Table",
     "UsageError",
     "as_strings",
     "bad_row_reasons",
+    "blank_rows",
     "check_cells",
     "check_output",
     "delimiter",
     "format_of",
+    "missing_cells",
+    "need_pyarrow",
     "parse_labels",
-    "read_table",
-    "record_lines",
     "require_column",
     "shown_rows",
     "skipped_path",
+    "to_stdout",
     "write_table",
 ]
 
@@ -80,121 +79,17 @@ def delimiter(fmt: str, sep: str | None) -> str:
     return sep if sep is not None else ("\t" if fmt == "tsv" else ",")
 
 
-def _need_pyarrow(path: str) -> None:
+def need_pyarrow(path: str) -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         raise UsageError(f"{path}: Parquet needs pyarrow, which is not installed (pip install pyarrow)") from None
 
 
-@dataclass(frozen=True)
-class Table:
-    """A table as ``read_table`` read it: its rows, its path and format, the
-    separator of delimited text (else None) and, for stdin, the text read."""
-
-    frame: Any
-    path: str
-    fmt: str
-    sep: str | None
-    stdin_text: str | None = field(default=None, repr=False)
-
-    def row_lines(self) -> list[int] | None:
-        """The 1-based line of the input each data row starts on (delimited
-        text with a header only; None otherwise, or when it cannot be told)."""
-        if self.sep is None:
-            return None
-        if self.stdin_text is not None:
-            return record_lines(io.StringIO(self.stdin_text, newline=""), self.sep, len(self.frame))
-        from pandas.io.common import get_handle
-
-        try:
-            with get_handle(self.path, "r", encoding="utf-8", compression="infer") as handles:
-                return record_lines(handles.handle, self.sep, len(self.frame))
-        except (OSError, ValueError, ImportError):
-            return None
-
-
-def record_lines(source: Any, sep: str, n_rows: int) -> list[int] | None:
-    """The 1-based line each data row of delimited text starts on, as pandas
-    reads the text: the first record is the header, blank lines are skipped
-    and a quoted field may span lines. None when the count of records differs
-    from ``n_rows`` (the rows pandas read) or the text is not CSV to Python."""
-    limit = csv.field_size_limit(2**31 - 1)  # long texts in one field
-    try:
-        reader = csv.reader(source, delimiter=sep)
-        lines: list[int] = []
-        previous, header = 0, True
-        for record in reader:
-            start, previous = previous + 1, reader.line_num
-            if not record:
-                continue
-            if header:
-                header = False
-            else:
-                lines.append(start)
-    except csv.Error:
-        return None
-    finally:
-        csv.field_size_limit(limit)
-    return lines if len(lines) == n_rows else None
-
-
-def read_table(path: str, string_columns: Sequence[str], *, sep: str | None = None) -> Table:
-    """Reads CSV, TSV, Parquet or JSON Lines by extension (with ``sep``, any
-    other name as delimited text). Delimited and JSON cells are kept as written:
-    only an empty field is missing (``NA`` or ``null`` in a review is text), and
-    JSON strings are never converted to numbers or dates."""
-    import pandas as pd
-
-    fmt = format_of(path, "input", sep)
-    stdin_text = None
-    if path == "-":
-        stdin_text = sys.stdin.read()
-        source: Any = io.StringIO(stdin_text)
-    else:
-        source = path
-        p = Path(path)
-        if not p.exists():
-            raise UsageError(f"cannot read {path}: no such file")
-        if p.is_dir():
-            raise UsageError(f"cannot read {path}: it is a directory, not a file")
-    if fmt == "parquet":
-        _need_pyarrow(path)
-    try:
-        if fmt in _DELIMITED:
-            frame = pd.read_csv(
-                source,
-                sep=delimiter(fmt, sep),
-                dtype={c: str for c in string_columns},
-                keep_default_na=False,
-                na_values=[""],
-            )
-        elif fmt == "parquet":
-            frame = pd.read_parquet(source)
-        elif fmt == "jsonl":
-            frame = pd.read_json(source, lines=True, dtype=False, convert_dates=False)
-        else:  # .json: JSON Lines, or else one array of records
-            try:
-                frame = pd.read_json(source, lines=True, dtype=False, convert_dates=False)
-            except ValueError:
-                frame = pd.read_json(source, dtype=False, convert_dates=False)
-    except pd.errors.EmptyDataError:
-        raise UsageError(f"{path} is empty: no header and no rows") from None
-    except (OSError, ValueError, ImportError) as exc:  # parser, decoding and Arrow errors are ValueErrors
-        kind = {"csv": "CSV", "tsv": "TSV", "parquet": "Parquet", "jsonl": "JSON Lines", "json": "JSON"}[fmt]
-        if fmt in _DELIMITED and sep is not None:
-            kind = f"text separated by {sep!r}"
-        raise UsageError(f"cannot read {path} as {kind}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(frame, pd.DataFrame):  # a JSON file holding one scalar or a list of scalars
-        raise UsageError(f"cannot read {path} as a table of records")
-    if len(frame) == 0:
-        raise UsageError(f"{path} has no rows: nothing to classify")
-    separator = delimiter(fmt, sep) if fmt in _DELIMITED else None
-    return Table(frame.reset_index(drop=True), path, fmt, separator, stdin_text)
-
-
 def check_output(path: str | None, sep: str | None = None) -> str | None:
-    """Checks before any work that the output can be written; returns its format."""
+    """Checks before any work that the output can be written; returns its
+    format. Parquet is written as a folder of part files, so OUT may be one;
+    a ``.zip`` cannot be appended to chunk by chunk and is refused."""
     if path is None:
         return None
     fmt = format_of(path, "output", sep)
@@ -203,24 +98,35 @@ def check_output(path: str | None, sep: str | None = None) -> str | None:
     parent = Path(path).parent
     if not parent.is_dir():
         raise UsageError(f"cannot write {path}: folder {parent} does not exist")
-    if Path(path).is_dir():
+    if Path(path).is_dir() and fmt != "parquet":
         raise UsageError(f"cannot write {path}: it is a directory")
+    if path.lower().endswith(".zip"):
+        raise UsageError(f"cannot write {path}: a .zip cannot be written chunk by chunk; use .gz, .bz2 or .xz")
     if fmt == "parquet":
-        _need_pyarrow(path)
+        need_pyarrow(path)
     return fmt
+
+
+def to_stdout(frame: Any, sep: str | None, *, header: bool = True) -> bool:
+    """Writes ``frame`` as delimited text (CSV unless ``sep``) on stdout;
+    False when the reader has closed the pipe (e.g. ``| head``: it has what
+    it wanted), after which stdout goes nowhere."""
+    try:
+        frame.to_csv(sys.stdout, index=False, sep=delimiter("csv", sep), header=header)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
+    return True
 
 
 def write_table(frame: Any, path: str | None, *, sep: str | None = None) -> None:
     """Writes ``frame`` by ``path``'s extension; None or "-" is delimited
     text (CSV unless ``sep``) on stdout."""
     if path is None or path == "-":
-        try:
-            frame.to_csv(sys.stdout, index=False, sep=delimiter("csv", sep))
-            sys.stdout.flush()
-        except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
-            import os
-
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        to_stdout(frame, sep)
         return
     fmt = format_of(path, "output", sep)
     try:
@@ -260,15 +166,19 @@ def _blank(value: Any) -> bool:
         return False
 
 
+def blank_rows(frame: Any, column: str) -> list[int]:
+    """The rows of ``frame`` (counted from 0) whose ``column`` cell is missing or blank."""
+    return [i for i, value in enumerate(frame[column].tolist()) if _blank(value)]
+
+
 def bad_row_reasons(frame: Any, cells: Sequence[tuple[str, str]]) -> list[str]:
     """For each row of ``frame``, why it cannot be used: a missing or blank
     cell in one of ``cells`` (column, what it holds), as "no text in column
     'text'"; several reasons joined by "; ", "" for a good row."""
     reasons = [[] for _ in range(len(frame))]  # type: list[list[str]]
     for column, what in cells:
-        for i, value in enumerate(frame[column].tolist()):
-            if _blank(value):
-                reasons[i].append(f"no {what} in column {column!r}")
+        for i in blank_rows(frame, column):
+            reasons[i].append(f"no {what} in column {column!r}")
     return ["; ".join(r) for r in reasons]
 
 
@@ -277,16 +187,22 @@ def shown_rows(rows: Sequence[int], limit: int = 5) -> str:
     return ", ".join(str(i) for i in rows[:limit]) + (", ..." if len(rows) > limit else "")
 
 
+def missing_cells(path: str, column: str, what: str, rows: Sequence[int], count: int, remedy: str) -> UsageError:
+    """The error for ``count`` rows of ``path`` with no ``what`` in ``column``:
+    ``rows`` are the first of them (more than five shown as "...")."""
+    return UsageError(
+        f"{path}: {count} row(s) have no {what} in column {column!r} "
+        f"(rows {shown_rows(rows)}, counting data rows from 0); {remedy}"
+    )
+
+
 def check_cells(frame: Any, cells: Sequence[tuple[str, str]], path: str, remedy: str = "fill or drop them") -> None:
     """Raises UsageError naming the first of ``cells`` (column, what it holds)
     that has missing or blank cells, and their rows; ``remedy`` ends it."""
     for column, what in cells:
-        bad = [i for i, value in enumerate(frame[column].tolist()) if _blank(value)]
+        bad = blank_rows(frame, column)
         if bad:
-            raise UsageError(
-                f"{path}: {len(bad)} row(s) have no {what} in column {column!r} "
-                f"(rows {shown_rows(bad)}, counting data rows from 0); {remedy}"
-            )
+            raise missing_cells(path, column, what, bad, len(bad), remedy)
 
 
 def as_strings(frame: Any, column: str, path: str, what: str) -> Any:

@@ -9,7 +9,7 @@ the training texts through the plan."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from ..reading.joint import JOINT_PROMPT, JointPlan, answer_regex, code_token_id
 from ..reading.plan import ReadingPlan
 from ..reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
 from ..reading.render import check_fields
+from ..store.handle import store_ref
 from .calibration import Calibration, class_prior, content_free_records, fit_calibration, rows_not_shown
 from .fitted import FittedOutput
 from .label_words import warn_label_words
@@ -109,6 +110,9 @@ def fit_output(
     reading = build_reading(
         settings, classes.tolist(), labels, records, y_index, engine.tokenizer, engine.max_model_len
     )
+    ref = store_ref(est)  # after the engine started: a hub model's files are then here to fingerprint
+    if ref is not None:
+        reading = replace(reading, plan=replace(reading.plan, store=ref))
     if out.given is None:
         written = [a[0] for a in labels] if reading.options is not None else [v[0] for v in reading.verbalizers]
         owner_here = f"{owner}: {where}" if where else owner

@@ -12,12 +12,13 @@ from typing import Any
 from sklearn.utils import check_random_state
 
 from ..reading.prompts import DEFAULT_PROMPT, PromptTemplate
+from ..store.handle import check_read_store
 from .calibration import CALIBRATION_PRIORS, CALIBRATIONS
 from .label_words import LABEL_WORDS
 
 __all__ = ["LABEL_MODES", "PARAMETERS", "check_params"]
 
-LABEL_MODES = ("auto", "first_token", "full_sequence", "options")
+LABEL_MODES = ("auto", "first_token", "full_sequence", "constrained", "options")
 Check = Callable[[Any], "str | None"]
 
 
@@ -161,6 +162,7 @@ PARAMETERS: dict[str, Check] = {
     "multioutput_read": one_of("separate", "joint", why="must be one of ['joint', 'separate']"),
     "too_long": one_of("raise", "truncate"),
     "random_state": _random_state,
+    "read_store": check_read_store,
 }
 
 

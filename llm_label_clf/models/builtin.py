@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BUILTIN_MODELS", "DEFAULT_MODEL", "cache_dir", "gguf_path", "resolve_model"]
+__all__ = ["BUILTIN_MODELS", "DEFAULT_MODEL", "cache_dir", "file_digest", "gguf_path", "resolve_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,8 @@ def _quiet_single_gguf_parse(gguf: Path) -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read a MiB at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -204,7 +205,7 @@ def _file_digest(path: Path) -> str:
 
 def _write_manifest(folder: Path) -> None:
     files = {
-        p.name: {"size": p.stat().st_size, "sha256": _file_digest(p)}
+        p.name: {"size": p.stat().st_size, "sha256": file_digest(p)}
         for p in sorted(folder.iterdir())
         if p.is_file()
     }
@@ -220,7 +221,7 @@ def _is_complete(folder: Path) -> bool:
             return False
         for name, meta in files.items():
             path = folder / name
-            if path.stat().st_size != meta["size"] or _file_digest(path) != meta["sha256"]:
+            if path.stat().st_size != meta["size"] or file_digest(path) != meta["sha256"]:
                 return False
     except (OSError, ValueError, KeyError, TypeError):
         return False

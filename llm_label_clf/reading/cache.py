@@ -16,7 +16,12 @@ what it would read alone; what it reads from the engine is stored in, and
 counted by, every ancestor too, so the outermost cache's ``reads`` are the
 engine's. A benchmark keeps one cache active across many fits on the same
 texts this way. A fit's cache lives for that fit; no cache is ever pickled
-with an estimator."""
+with an estimator.
+
+A persistent read store (``read_store=``, ``reading.stored``) sits below
+every cache, as the farthest ancestor: what it answers is counted by the
+cache that asked, as an ancestor's answer would be, and by no ancestor, so an
+enclosing cache's ``reads`` stay the engine's own."""
 
 from __future__ import annotations
 
@@ -28,9 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import GenerationError
-from .batches import LabelScores
 from .plan import ClassReads, ReadingPlan
+from .stored import read_distinct, stack_scores
 
 __all__ = ["CachedPlan", "ReadCache", "active_cache", "with_cache"]
 
@@ -73,7 +77,8 @@ class ReadCache:
 
     def charge(self, texts: int, engine_texts: int, reads_per_text: int) -> None:
         """Counts ``texts`` new prompts here, ``engine_texts`` of them read by
-        the engine, which every ancestor counts too."""
+        the engine (the others answered by an ancestor or the read store),
+        which every ancestor counts too."""
         self.reads += texts * reads_per_text
         self.texts += texts
         ancestor = self.parent
@@ -116,24 +121,13 @@ class CachedPlan:
         per_text = len(self.plan.trie.reads)
         self.cache.charge(len(new) - len(unique), 0, per_text)  # answered by an ancestor
         if unique:
-            first = {p: i for i, p in reversed(list(enumerate(ids)))}
-            try:
-                scores = await self.plan.read_sequences(engine, unique, offset=0)
-            except GenerationError as exc:
-                items = sorted({offset + first[unique[k]] for k in exc.items if k < len(unique)})
-                raise GenerationError(f"label reads failed for input item(s) {items[:20]}: {exc}", items) from exc
+            scores, engine_texts = await read_distinct(self.plan.read_counted, engine, unique, ids, offset)
             for k, p in enumerate(unique):
                 first_mass = None if scores.first_logmass is None else float(scores.first_logmass[k])
                 self.cache.store((key, p), (scores.logprobs[k], int(scores.top_token[k]), first_mass))
-            self.cache.charge(len(unique), len(unique), per_text)
+            self.cache.charge(len(unique), engine_texts, per_text)  # a read store's answers: not the engine's
         rows = [self.cache.entries[(key, p)] for p in ids]
-        n_sequences = len(self.plan.trie.sequences)
-        logprobs = np.array([r[0] for r in rows], dtype=np.float64).reshape(len(rows), n_sequences)
-        top = np.array([r[1] for r in rows], dtype=np.int64)
-        masses = [r[2] for r in rows]
-        first = None if any(m is None for m in masses) else np.array(masses, dtype=np.float64)
-        return [self.plan.finish(LabelScores(logprobs, top, first))]
-
+        return [self.plan.finish(stack_scores(rows, len(self.plan.trie.sequences)))]
 
 def with_cache(plans: Sequence[Any]) -> list[Any]:
     """``plans`` with each ``ReadingPlan`` routed through the active cache (a

@@ -13,8 +13,8 @@ calibration)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import logsumexp
@@ -23,6 +23,10 @@ from .batches import LabelScores, read_sequence_logprobs
 from .label_trie import LabelTrie
 from .pruned import read_sequence_logprobs_pruned
 from .render import Encoded, PromptLayout
+from .stored import read_through
+
+if TYPE_CHECKING:
+    from ..store.handle import StoreRef
 
 __all__ = ["ClassReads", "PromptEncoding", "ReadingPlan", "concat_reads"]
 
@@ -104,7 +108,9 @@ class ReadingPlan(PromptEncoding):
     mode, its whole labels otherwise) and the reads that score them;
     ``owner[s]`` is the class of sequence ``s``; ``lengths[s]`` its length
     divisor under ``length_norm`` (None: no normalisation); ``prune_margin``
-    the pruned read's margin in nats (None: every prefix is read, exactly)."""
+    the pruned read's margin in nats (None: every prefix is read, exactly);
+    ``store`` the persistent read store its reads go through (None: none),
+    which changes where reads come from, never their numbers."""
 
     layout: PromptLayout
     trie: LabelTrie
@@ -112,6 +118,7 @@ class ReadingPlan(PromptEncoding):
     n_classes: int
     lengths: tuple[float, ...] | None = None
     prune_margin: float | None = None
+    store: StoreRef | None = field(default=None, compare=False, repr=False)
 
     @property
     def output_sizes(self) -> list[int]:
@@ -131,8 +138,22 @@ class ReadingPlan(PromptEncoding):
         return [self.finish(await self.read_sequences(engine, prompts, offset=offset))]
 
     async def read_sequences(self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> LabelScores:
-        """The engine's part of ``read``: every label sequence's logprob after
-        each prompt, and the model's own first token."""
+        """The reading part of ``read``: every label sequence's logprob after
+        each prompt, and the model's own first token (from the store where
+        it holds them)."""
+        return (await self.read_counted(engine, prompts, offset=offset))[0]
+
+    async def read_counted(
+        self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0
+    ) -> tuple[LabelScores, int]:
+        """``read_sequences``, and how many prompts the engine read: all of
+        them without a store, else the distinct ones it did not hold."""
+        if self.store is None:
+            return await self.read_engine(engine, prompts, offset=offset), len(prompts)
+        return await read_through(self.store, self, engine, prompts, offset=offset)
+
+    async def read_engine(self, engine: Any, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> LabelScores:
+        """``read_sequences`` on the engine alone."""
         if self.prune_margin is None:
             return await read_sequence_logprobs(engine, prompts, self.trie, offset=offset)
         pruned = await read_sequence_logprobs_pruned(
@@ -157,8 +178,8 @@ class ReadingPlan(PromptEncoding):
         Plans that differ only in how they finish (aliases, ``length_norm``)
         share it, so one read of a prompt serves them all."""
         if self.prune_margin is None:
-            return (self.trie.sequences,)
-        return (self.trie.sequences, self.prune_margin, self.lengths)
+            return (self.trie.sequences, *self.trie.mode_key)
+        return (self.trie.sequences, self.prune_margin, self.lengths, *self.trie.mode_key)
 
     def class_logprobs(self, sequence_lp: np.ndarray) -> np.ndarray:
         """Per class, the log of the summed probability of its sequences."""

@@ -1,0 +1,166 @@
+"""Does ``llm-label-clf classify`` stay flat in memory as the input grows?
+
+Two measurements, each in a fresh process, its peak resident memory sampled
+every 0.1 s with psutil (``bench.memory.tree_rss``):
+
+1. **The command's own path on the whole file**, at 10,000 and 1,000,000
+   rows: ``cli.main(["classify", IN, ... "-o", OUT.csv])`` as the command runs
+   it (survey pass, chunked reader, per-chunk ``predict_proba``, writer,
+   progress file), with the fitted classifier replaced by a stub that returns
+   fixed probabilities at once: 1,000,000 rows through the engine would take
+   hours on 2 cores (about 50 texts/s), and the engine's own memory does not
+   depend on the rows (``bench/memory.py``: the engine reads ``batch_size``
+   texts at a time). Peak RSS of that one process (it has no children).
+2. **The real command with its engine** on the first 10,000 rows
+   (``python -m llm_label_clf classify ...``): peak RSS of the command's own
+   process, and of its process tree (the vLLM engine's processes included).
+
+Input: SST-2 dev texts cycled, each prefixed with its row number (distinct
+texts), an ``id`` column, CSV; ``--chunk-rows`` 1000 (the default).
+
+Run: ``python bench/cli_memory.py [--sizes 10000 1000000] [--engine-rows 10000]``
+(``--engine-rows 0`` skips measurement 2). Writes
+``bench/results/cli_memory.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "bench" / "results"
+PROMPT = "Review: {text}\nSentiment:"
+LABELS = "negative,positive"
+
+
+def make_input(path: Path, rows: int) -> None:
+    """``rows`` rows of distinct short texts, written a block at a time."""
+    import pandas as pd
+
+    from llm_label_clf.testing import datasets_dir
+
+    texts = pd.read_csv(datasets_dir() / "sst2_dev.csv")["text"].tolist()
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        for start in range(0, rows, 100_000):
+            ids = range(start, min(rows, start + 100_000))
+            block = pd.DataFrame({"id": ids, "text": [f"{i}. {texts[i % len(texts)]}" for i in ids]})
+            block.to_csv(out, index=False, header=start == 0)
+
+
+def stub_child(source: str, target: str) -> None:
+    """Measurement 1, in this process: the command with a stub classifier."""
+    import numpy as np
+
+    import llm_label_clf.cli.stream as stream
+    from llm_label_clf import cli
+
+    class Stub:
+        def __init__(self, labels: list[str]) -> None:
+            self.classes_ = np.array(sorted(labels), dtype=object)
+
+        def predict_proba(self, X: Any) -> Any:
+            return np.tile([0.25, 0.75], (len(X), 1))
+
+    stream._fitted = lambda job: Stub(job.labels)  # the one thing replaced: no engine
+    code = cli.main(["classify", source, "--labels", LABELS, "--prompt", PROMPT, "--no-progress", "-o", target])
+    sys.exit(code)
+
+
+def measured(command: list[str]) -> dict[str, Any]:
+    """Runs ``command``; the peak RSS of its process and of its tree, and the seconds."""
+    import psutil
+
+    from bench.memory import tree_rss
+
+    began = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watched = psutil.Process(process.pid)
+    own = tree = 0
+    while process.poll() is None:
+        try:
+            own = max(own, watched.memory_info().rss)
+        except psutil.Error:
+            pass
+        tree = max(tree, tree_rss(watched))
+        time.sleep(0.1)
+    err = process.stderr.read()
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{err[-3000:]}")
+    return {"seconds": time.perf_counter() - began, "peak_rss_gib": own / 2**30, "peak_tree_rss_gib": tree / 2**30}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--engine-rows", type=int, default=10_000)
+    parser.add_argument("--child", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        stub_child(*args.child)
+        return
+    from bench.report import machine
+
+    results: dict[str, Any] = {"date": date.today().isoformat(), "machine": machine(),
+                               "dtype": os.environ.get("LLM_LABEL_CLF_DTYPE") or machine()["default_dtype"],
+                               "load_avg_start": os.getloadavg()[0], "stub": [], "engine": None}
+    with tempfile.TemporaryDirectory() as folder:
+        for rows in args.sizes:
+            source, target = Path(folder) / f"in_{rows}.csv", Path(folder) / f"out_{rows}.csv"
+            make_input(source, rows)
+            figures = measured([sys.executable, __file__, "--child", str(source), str(target)])
+            results["stub"].append({"rows": rows, **figures})
+            print(results["stub"][-1], flush=True)
+        if args.engine_rows:
+            source, target = Path(folder) / "in_engine.csv", Path(folder) / "out_engine.csv"
+            make_input(source, args.engine_rows)
+            command = [sys.executable, "-m", "llm_label_clf", "classify", str(source), "--labels", LABELS,
+                       "--prompt", PROMPT, "--no-progress", "-o", str(target)]
+            results["engine"] = {"rows": args.engine_rows, **measured(command)}
+            print(results["engine"], flush=True)
+    results["load_avg_end"] = os.getloadavg()[0]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "cli_memory.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "cli_memory.md").write_text(render(results))
+    print(render(results))
+
+
+def render(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        f"Measured {results['date']} on {m['cpu_model']} ({m['cores_usable']} cores usable, "
+        f"capability {m['cpu_capability']}), dtype {results['dtype']}, load average "
+        f"{results['load_avg_start']:.1f} at the start and {results['load_avg_end']:.1f} at the end.",
+        "",
+        "| run | rows | seconds | peak RSS, command's process (GiB) | peak RSS, process tree (GiB) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in results["stub"]:
+        lines.append(f"| stub classifier | {r['rows']:,} | {r['seconds']:.0f} | {r['peak_rss_gib']:.3f} | "
+                     f"{r['peak_tree_rss_gib']:.3f} |")
+    if results["engine"]:
+        r = results["engine"]
+        lines.append(f"| engine (vLLM) | {r['rows']:,} | {r['seconds']:.0f} | {r['peak_rss_gib']:.3f} | "
+                     f"{r['peak_tree_rss_gib']:.3f} |")
+    else:
+        lines += ["", "The engine run (measurement 2) was not made this time (`--engine-rows 0`)."]
+    stub = results["stub"]
+    if len(stub) > 1:
+        ratio = stub[-1]["peak_rss_gib"] / stub[0]["peak_rss_gib"]
+        lines += ["", f"Peak RSS at {stub[-1]['rows']:,} rows / at {stub[0]['rows']:,} rows (stub): {ratio:.3f}."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""What the persistent read store (``read_store=``) costs and saves, side by
+side in one process on one engine: ``predict_proba`` over N SST-2 dev texts
+(default 10,000; the 872 dev sentences cycled, each prefixed by a number so
+every prompt is distinct) with the store off and on (a first run: every read
+made by the engine and stored), in blocks of ``--block`` texts that alternate
+off/on, on/off, ... so that load and drift fall on both alike; the two runs
+read different numbers (``N + i.`` against ``2N + i.``: as many digits, so
+the same token counts), so
+neither finds the other's prompts in the prefix cache. Then a rerun of the
+store-on texts by a fresh clone: every read found in the store.
+
+Reported: texts/s off and on and the store's cost (1 - on/off; the aim is at
+most 3%), the rerun's seconds and its speed-up over the first run (the aim is
+at least 50x), the store's size on disk, the model fingerprint's time, and
+that the rerun returned the first run's numbers exactly. Run:
+``python bench/store.py [--texts 10000] [--block 500]``; writes
+``bench/results/store.json`` and ``.md`` (``--render`` rewrites the ``.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT))
+
+PROMPT = "Review: {text}\nSentiment (positive or negative):"
+LABELS = ["negative", "positive"]
+
+
+def run(n: int, block: int) -> dict[str, Any]:
+    import numpy as np
+    import pandas as pd
+    from sklearn.base import clone
+
+    from llm_label_clf import LLMLabelClassifier, engine_info
+    from llm_label_clf.models.builtin import DEFAULT_MODEL, resolve_model
+    from llm_label_clf.store import ReadStore, model_fingerprint
+    from llm_label_clf.testing import datasets_dir
+
+    sentences = pd.read_csv(datasets_dir() / "sst2_dev.csv")["text"].tolist()
+    # numbers of as many digits on both sides (``n + i`` and ``2n + i``): the same token counts
+    off_texts = [f"{n + i}. {sentences[i % len(sentences)]}" for i in range(n)]
+    on_texts = [f"{2 * n + i}. {sentences[i % len(sentences)]}" for i in range(n)]
+    folder = resolve_model(DEFAULT_MODEL)  # converted and verified first: not the fingerprint's time
+    began = time.perf_counter()
+    model_fingerprint(folder)
+    fingerprint_s = time.perf_counter() - began
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "reads.sqlite"
+        store = ReadStore(path)
+        params = dict(prompt=PROMPT, labels=LABELS, progress=False, low_mass="ignore")
+        off = LLMLabelClassifier(**params).fit(off_texts[:2])
+        on = LLMLabelClassifier(**params, read_store=str(path)).fit(on_texts[:2])
+        off.predict_proba([f"warm-up {i}. {s}" for i, s in enumerate(sentences[:64])])  # the engine's first batches
+        seconds = {"off": 0.0, "on": 0.0}
+        blocks = []
+        first_on = []
+        for k, start in enumerate(range(0, n, block)):
+            order = ("off", "on") if k % 2 == 0 else ("on", "off")
+            took = {}
+            for which in order:
+                texts = (off_texts if which == "off" else on_texts)[start : start + block]
+                clf = off if which == "off" else on
+                t = time.perf_counter()
+                proba = clf.predict_proba(texts)
+                took[which] = time.perf_counter() - t
+                if which == "on":
+                    first_on.append(proba)
+            seconds["off"] += took["off"]
+            seconds["on"] += took["on"]
+            blocks.append({"texts": min(block, n - start), "off_s": took["off"], "on_s": took["on"]})
+            print(f"block {k}: off {took['off']:.1f} s, on {took['on']:.1f} s", flush=True)
+        stored = store.stored
+        found_before = store.found
+        rerun = clone(on).fit(on_texts[:2])
+        t = time.perf_counter()
+        again = rerun.predict_proba(on_texts)
+        rerun_s = time.perf_counter() - t
+        info = store.info()
+        result = {
+            "texts": n,
+            "block": block,
+            "off_s": seconds["off"],
+            "on_s": seconds["on"],
+            "off_texts_per_s": n / seconds["off"],
+            "on_texts_per_s": n / seconds["on"],
+            "store_cost": 1 - seconds["off"] / seconds["on"],
+            "rerun_s": rerun_s,
+            "rerun_texts_per_s": n / rerun_s,
+            "rerun_speedup": seconds["on"] / rerun_s,
+            "rerun_equal": bool(np.array_equal(again, np.vstack(first_on))),
+            "stored": stored,
+            "rerun_found": store.found - found_before,
+            "rerun_stored": store.stored - stored,
+            "store_bytes": info.bytes,
+            "store_reads": info.reads,
+            "fingerprint_s": fingerprint_s,
+            "engine_settings": engine_info()["engines"][0]["settings"],
+            "blocks": blocks,
+        }
+    return result
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    m, r = doc["machine"], doc["result"]
+    settings = r["engine_settings"]
+    lines = [
+        f"`predict_proba` on {r['texts']:,} SST-2 dev texts (the 872 sentences cycled, each prefixed by a number: "
+        f"every prompt distinct), built-in model in {settings.get('dtype')} "
+        f"({', '.join(f'{k}={v}' for k, v in settings.items() if k != 'dtype')}), {m['cpu_model']} "
+        f"({m['cpu_capability']}, {m['cores_usable']} cores usable), {doc['date']}; load average (1 min) "
+        f"{doc['load_avg_1m'][0]:.1f} before, {doc['load_avg_1m'][1]:.1f} after. Store off and on (first run) "
+        f"alternate in blocks of {r['block']} texts (off/on, on/off, ...) in one process on one engine, on "
+        "texts numbered apart so neither finds the other's prompts in the prefix cache; the rerun is a fresh "
+        "clone reading the store-on texts again.",
+        "",
+        "| run | seconds | texts/s |",
+        "|---|---:|---:|",
+        f"| store off | {r['off_s']:.1f} | {r['off_texts_per_s']:.1f} |",
+        f"| store on, first run (every read stored) | {r['on_s']:.1f} | {r['on_texts_per_s']:.1f} |",
+        f"| store on, rerun (every read found) | {r['rerun_s']:.2f} | {r['rerun_texts_per_s']:.0f} |",
+        "",
+        f"- The store's cost on a first run: {100 * r['store_cost']:+.1f}% of the time (aim: at most 3%).",
+        f"- A rerun served from the store: {r['rerun_speedup']:.0f}x faster than reading (aim: at least 50x); "
+        f"it found {r['rerun_found']:,} reads, stored {r['rerun_stored']}, and returned the first run's numbers "
+        f"{'exactly' if r['rerun_equal'] else 'NOT exactly'}.",
+        f"- The store: {r['store_reads']:,} reads in {r['store_bytes'] / 2**20:.1f} MiB; the model's fingerprint "
+        f"took {1000 * r['fingerprint_s']:.0f} ms (warm page cache).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--texts", type=int, default=10_000, help="texts read with the store off, and on")
+    parser.add_argument("--block", type=int, default=500, help="texts per alternating block")
+    parser.add_argument("--render", action="store_true", help="rewrite the .md from the .json")
+    args = parser.parse_args()
+    out = ROOT / "bench" / "results"
+    if args.render:
+        text = markdown(json.loads((out / "store.json").read_text()))
+        (out / "store.md").write_text(text)
+        print(text)
+        return
+    from bench.report import machine
+
+    load = os.getloadavg()[0]
+    result = run(args.texts, args.block)
+    doc = {
+        "machine": machine(),
+        "date": datetime.date.today().isoformat(),
+        "load_avg_1m": [load, os.getloadavg()[0]],
+        "result": result,
+    }
+    text = markdown(doc)
+    out.mkdir(exist_ok=True)
+    (out / "store.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / "store.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

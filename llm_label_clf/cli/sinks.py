@@ -1,0 +1,287 @@
+"""The command line's output, written chunk by chunk so that memory stays
+flat and a killed run keeps every chunk it finished.
+
+Text formats (CSV, TSV, JSON Lines, a JSON array) go to one file: each chunk
+is serialised in memory, compressed as a member of its own when the name
+says so (``.gz``, ``.bz2``, ``.xz``, ``.zst``: their readers read
+concatenated members as one stream), appended, flushed and fsynced. The
+file's length after a chunk is its committed state: a resumed run cuts the
+file back to it, which removes a torn last line and any chunk not committed.
+
+Parquet is written as a folder of part files, one per chunk
+(``part-00000000.parquet``, ``part-00000001.parquet``, ...), each written to a
+hidden temporary name, fsynced and renamed into place: a part is there whole
+or not at all, and readers (pandas, pyarrow, DuckDB, Spark) read the folder as
+one table, parts in name order, skipping hidden files. One Parquet file with a
+row group per chunk cannot be resumed: its footer, which locates the row
+groups, is written only when the file is closed, so a killed writer leaves a
+file that pyarrow cannot open, and pyarrow cannot append to a closed file.
+
+stdout gets delimited text chunk by chunk (no resume: nothing to go back to).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from .tables import UsageError, delimiter, to_stdout
+
+__all__ = ["Sink", "open_sink", "write_atomically"]
+
+
+class Sink(Protocol):
+    """What the stream needs of an output."""
+
+    def state(self) -> dict[str, int]:
+        """The committed state, as the progress file records it."""
+        ...
+
+    def begin(self, state: dict[str, int] | None) -> None:
+        """Starts a fresh output (None: any old one removed) or goes back to
+        a committed ``state``."""
+        ...
+
+    def write(self, frame: Any) -> bool:
+        """Appends one chunk's rows, durably; False when nothing reads on."""
+        ...
+
+    def finish(self) -> None: ...
+
+
+def write_atomically(path: str | Path, write: Callable[[str], None]) -> None:
+    """Calls ``write`` with a hidden temporary name beside ``path`` (same
+    extension), fsyncs it and renames it onto ``path``: a reader, or a run
+    killed at any point, finds the old file or the new one, never a part."""
+    target = Path(path)
+    temporary = target.with_name(f".tmp-{target.name}")
+    write(str(temporary))
+    with open(temporary, "rb") as written:
+        os.fsync(written.fileno())
+    os.replace(temporary, target)
+    _sync_folder(target.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Makes a rename in ``folder`` durable (where the system allows it)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def _compressor(path: str) -> Callable[[bytes], bytes]:
+    """Compresses one chunk as a member of its own, by ``path``'s suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".gz":
+        import gzip
+
+        return lambda data: gzip.compress(data, mtime=0)
+    if suffix == ".bz2":
+        import bz2
+
+        return bz2.compress
+    if suffix == ".xz":
+        import lzma
+
+        return lzma.compress
+    if suffix == ".zst":
+        try:
+            import zstandard
+        except ImportError:
+            raise UsageError(f"cannot write {path}: .zst needs zstandard (pip install zstandard)") from None
+        return zstandard.ZstdCompressor().compress
+    return lambda data: data
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+class TextSink:
+    """A CSV, TSV, JSON Lines or JSON-array file, appended chunk by chunk.
+    The header (CSV, TSV) or the opening bracket (JSON) comes with the first
+    chunk; a JSON array is closed by ``finish``."""
+
+    def __init__(self, path: str, fmt: str, sep: str | None) -> None:
+        self.path, self.fmt, self.sep = path, fmt, delimiter(fmt, sep) if fmt in ("csv", "tsv") else None
+        self.compress = _compressor(path)
+        self.size = 0
+        self.rows = 0
+
+    def state(self) -> dict[str, int]:
+        return {"bytes": self.size, "rows": self.rows}
+
+    def begin(self, state: dict[str, int] | None) -> None:
+        target = Path(self.path)
+        if state is None:
+            _remove(target)
+            target.touch()
+            self.size = self.rows = 0
+            return
+        size = target.stat().st_size if target.is_file() else -1
+        if size < state["bytes"]:
+            raise UsageError(
+                f"cannot resume {self.path}: it holds {max(size, 0)} bytes where its progress file says "
+                f"{state['bytes']} were written, so it was changed after the run; start over with --overwrite"
+            )
+        if size > state["bytes"]:  # a torn last line, or a chunk written but not committed
+            os.truncate(target, state["bytes"])
+        self.size, self.rows = state["bytes"], state["rows"]
+
+    def _text(self, frame: Any) -> str:
+        if self.fmt in ("csv", "tsv"):
+            return frame.to_csv(index=False, sep=self.sep, header=self.size == 0, lineterminator="\n")
+        records = frame.to_json(orient="records", lines=True, force_ascii=False) if len(frame) else ""
+        if records and not records.endswith("\n"):
+            records += "\n"
+        if self.fmt == "jsonl":
+            return records
+        body = ",\n".join(records.splitlines())  # a JSON record is one line: its strings escape line breaks
+        opening = "[\n" if self.size == 0 else ",\n" if body and self.rows else ""
+        return opening + body
+
+    def write(self, frame: Any) -> bool:
+        self._append(self._text(frame))
+        self.rows += len(frame)
+        return True
+
+    def _append(self, text: str) -> None:
+        if not text:
+            return
+        data = self.compress(text.encode("utf-8"))
+        try:
+            with open(self.path, "ab") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as exc:
+            raise UsageError(f"cannot write {self.path}: {type(exc).__name__}: {exc}") from None
+        self.size += len(data)
+
+    def finish(self) -> None:
+        if self.fmt == "json":
+            self._append(("\n]\n" if self.rows else "]\n") if self.size else "[]\n")
+
+
+class ParquetSink:
+    """A folder of Parquet part files, one per chunk that has rows, named by
+    the chunk's number; every part has the first part's schema (a column that
+    is empty in the first part is text)."""
+
+    PART = re.compile(r"part-(\d+)\.parquet")
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.chunks = self.rows = 0
+        self.schema: Any = None
+
+    def state(self) -> dict[str, int]:
+        return {"chunks": self.chunks, "rows": self.rows}
+
+    def begin(self, state: dict[str, int] | None) -> None:
+        import pyarrow.parquet as pq
+
+        if state is None:
+            _remove(self.path)
+            self.path.mkdir()
+            self.chunks, self.rows, self.schema = 0, 0, None
+            return
+        if not self.path.is_dir():
+            raise UsageError(
+                f"cannot resume {self.path}: its progress file describes a folder of Parquet parts, which is "
+                "not there; start over with --overwrite"
+            )
+        for part in self.path.iterdir():
+            found = self.PART.fullmatch(part.name)
+            if part.name.startswith(".tmp-") or (found and int(found.group(1)) >= state["chunks"]):
+                part.unlink()  # a part not committed, or a temporary file of a killed write
+        parts = sorted(p for p in self.path.iterdir() if self.PART.fullmatch(p.name))
+        self.chunks, self.rows = state["chunks"], state["rows"]
+        self.schema = pq.read_schema(parts[0]) if parts else None
+
+    def write(self, frame: Any) -> bool:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        index, self.chunks = self.chunks, self.chunks + 1
+        if len(frame) == 0:
+            return True
+        if self.schema is None:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            fields = [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in table.schema]
+            self.schema = pa.schema(fields, metadata=table.schema.metadata)
+            table = table.cast(self.schema)
+        else:
+            table = pa.Table.from_pandas(frame, schema=self.schema, preserve_index=False)
+        part = self.path / f"part-{index:08d}.parquet"
+        try:
+            write_atomically(part, lambda name: pq.write_table(table, name))
+        except OSError as exc:
+            raise UsageError(f"cannot write {part}: {type(exc).__name__}: {exc}") from None
+        self.rows += len(frame)
+        return True
+
+    def finish(self) -> None:
+        pass
+
+
+class StdoutSink:
+    """Delimited text on stdout (CSV unless ``--sep``), the header once."""
+
+    def __init__(self, sep: str | None) -> None:
+        self.sep, self.first, self.open = sep, True, True
+
+    def state(self) -> dict[str, int]:
+        return {}
+
+    def begin(self, state: dict[str, int] | None) -> None:
+        pass
+
+    def write(self, frame: Any) -> bool:
+        self.open = self.open and to_stdout(frame, self.sep, header=self.first)
+        self.first = False
+        return self.open
+
+    def finish(self) -> None:
+        pass
+
+
+class NoSink:
+    """No output (``evaluate`` without ``-o``: the report is the result)."""
+
+    def state(self) -> dict[str, int]:
+        return {}
+
+    def begin(self, state: dict[str, int] | None) -> None:
+        pass
+
+    def write(self, frame: Any) -> bool:
+        return True
+
+    def finish(self) -> None:
+        pass
+
+
+def open_sink(path: str | None, fmt: str | None, sep: str | None) -> Sink:
+    """The sink of ``-o OUT`` by OUT's format ("-": stdout; None: none)."""
+    if path is None:
+        return NoSink()
+    if path == "-":
+        return StdoutSink(sep)
+    if fmt == "parquet":
+        return ParquetSink(path)
+    return TextSink(path, fmt or "csv", sep)
