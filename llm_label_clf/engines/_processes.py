@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..models.builtin import cache_dir
 
-__all__ = ["own_process_group"]
+__all__ = ["main_script_not_rerun", "own_process_group"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,3 +90,28 @@ def own_process_group() -> Iterator[None]:
         yield
     finally:
         multiprocessing.spawn.set_executable(python)
+
+
+@contextmanager
+def main_script_not_rerun() -> Iterator[None]:
+    """While active, processes started with multiprocessing's spawn method do
+    not run the caller's main script again. Spawn runs it in each child (as
+    ``__mp_main__``) to find what the child's target may need; vLLM's engine
+    core needs nothing from it, and a script without an
+    ``if __name__ == "__main__":`` guard would start a second engine there and
+    fail after ~25 s with a traceback that never names the guard. So, while
+    the engine starts, the main module hides its path and spec from spawn's
+    preparation data (``multiprocessing.spawn.get_preparation_data``)."""
+    main = sys.modules.get("__main__")
+    names = ("__file__", "__spec__")
+    hidden = {name: getattr(main, name) for name in names if main is not None and hasattr(main, name)}
+    for name in hidden:
+        if name == "__file__":
+            delattr(main, name)
+        else:
+            setattr(main, name, None)
+    try:
+        yield
+    finally:
+        for name, value in hidden.items():
+            setattr(main, name, value)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..models.builtin import DEFAULT_MODEL, resolve_model
 from ..models.source import check_model_source
-from ._processes import own_process_group
+from ._processes import main_script_not_rerun, own_process_group
 from ._registry import EngineRegistry
 from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_environment, prepare_environment
 from .handle import Engine
@@ -230,7 +230,8 @@ def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any])
             # own process group: a Ctrl-C in the caller's group must not stop the engine
             # spawnable_start_method: in a loky worker, vLLM's engine process is
             # otherwise told to use loky's start method, unknown to it
-            with own_process_group(), spawnable_start_method(), engine_process_environment():
+            # main_script_not_rerun: a script without the __main__ guard works as written
+            with own_process_group(), main_script_not_rerun(), spawnable_start_method(), engine_process_environment():
                 client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
         except Exception as exc:
             raise _start_failure(model, path, exc, time.monotonic() - began) from exc
