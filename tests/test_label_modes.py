@@ -223,3 +223,173 @@ def test_pruned_read_keeps_the_top_labels_exact(engine, datasets_dir):
 def test_prune_margin_must_be_a_finite_number_of_nats(margin, agnews):
     with pytest.raises(ValueError, match=r"prune_margin=.* must be None \(read every label prefix\)"):
         make_classifier(prune_margin=margin).fit(*agnews)
+
+
+# --- label_mode="constrained": reads only where the labels branch -------------------------------
+
+#: AG News classes with aliases, so that labels branch after a shared first
+#: token (" World news" / " World affairs"), run on without a branch (" Sci" "/"
+#: "Tech") and combine as aliases (logsumexp, as full_sequence does).
+CONSTRAINED_LABELS = {
+    "Business": "Business",
+    "Sci/Tech": ["Sci/Tech", "Science"],
+    "Sports": ["Sports", "Sport"],
+    "World": ["World news", "World affairs"],
+}
+
+
+def test_constrained_trie_reads_the_root_and_branches_only():
+    sequences = [(1, 2, 3), (1, 2, 4), (5,), (1, 6, 7), (8, 9, 10)]
+    trie = LabelTrie.build(sequences, constrained=True)
+    # (1, 6), (8,) and (8, 9) have one continuation each: not read
+    assert [(r.prefix, r.next_ids) for r in trie.reads] == [((), (1, 5, 8)), ((1,), (2, 6)), ((1, 2), (3, 4))]
+    assert trie.mode_key == ("constrained",) and LabelTrie.build(sequences).mode_key == ()
+    columns = np.log(np.array([[0.2, 0.1, 0.1, 0.3, 0.1, 0.5, 0.25]]))  # raw full-vocabulary reads
+    root = np.array([0.2, 0.1, 0.1]) / 0.4
+    branch1, branch2 = np.array([0.3, 0.1]) / 0.4, np.array([0.5, 0.25]) / 0.75
+    want = [root[0] * branch1[0] * branch2[0], root[0] * branch1[0] * branch2[1], root[1],
+            root[0] * branch1[1], root[2]]
+    np.testing.assert_allclose(np.exp(trie.sequence_logprobs(columns)), [want], rtol=1e-12)
+    np.testing.assert_allclose(np.exp(trie.sequence_logprobs(columns)).sum(), 1.0, rtol=1e-12)
+
+
+def _fake_reads(seed: int):
+    """An async stand-in for one trie read: reproducible logprobs per (prompt, prefix, token)."""
+    from llm_label_clf.reading.batches import LabelScores
+
+    async def read(engine, prompts, label_ids, *, offset=0):
+        rows = []
+        for p in prompts:
+            rng = np.random.default_rng(abs(hash((seed, tuple(p)))) % 2**32)
+            vocab = rng.normal(scale=3.0, size=64)
+            rows.append((vocab - np.log(np.exp(vocab).sum()))[list(label_ids)])
+        return LabelScores(np.array(rows), np.zeros(len(prompts), dtype=np.int64))
+
+    return read
+
+
+@pytest.mark.parametrize("margin", [0.0, 2.0])
+def test_pruned_constrained_search_keeps_the_argmax(monkeypatch, margin):
+    """On random tries and random reads, the pruned constrained read's argmax
+    equals the exact constrained read's, labels within the margin of the top
+    are exact, and it reads fewer prefixes (arithmetic on fake reads)."""
+    from llm_label_clf.engines.loop import run_sync
+    from llm_label_clf.reading import batches, pruned
+
+    saved = 0
+    for seed in range(20):
+        monkeypatch.setattr(batches, "read_label_logprobs", _fake_reads(seed))
+        monkeypatch.setattr(pruned, "read_label_logprobs", _fake_reads(seed))
+        rng = np.random.default_rng(seed)
+        sequences = {tuple(int(t) for t in rng.integers(1, 6, size=rng.integers(1, 5))) for _ in range(30)}
+        sequences = sorted(s for s in sequences if not any(o != s and o[: len(s)] == s for o in sequences))
+        trie = LabelTrie.build(sequences, constrained=True)
+        prompts = [[100 + seed, k] for k in range(8)]
+        exact = run_sync(batches.read_sequence_logprobs(None, prompts, trie)).logprobs
+        got = run_sync(pruned.read_sequence_logprobs_pruned(None, prompts, trie, margin))
+        np.testing.assert_array_equal(got.scores.logprobs.argmax(axis=1), exact.argmax(axis=1))
+        np.testing.assert_allclose(np.exp(exact).sum(axis=1), 1.0, atol=1e-12)
+        for i in range(len(prompts)):
+            near = exact[i] >= exact[i].max() - margin
+            np.testing.assert_allclose(got.scores.logprobs[i, near], exact[i, near], atol=1e-12)
+        saved += len(trie.reads) * len(prompts) - int(got.reads_per_prompt.sum())
+    assert saved > 0
+
+
+@pytest.fixture(scope="module")
+def constrained_reference(agnews, hf_model_fp32):
+    """Per text, per class (sorted): the constrained log-probability from
+    transformers fp32 forward passes over prompt + label, each branching
+    prefix's next-token logprobs renormalised over the label tokens allowed
+    there (aliases: logsumexp); and the number of branching prefixes."""
+    from scipy.special import logsumexp
+
+    X, _ = agnews
+    tokenizer = hf_model_fp32.tokenizer
+    classes = sorted(CONSTRAINED_LABELS)
+    rows, n_branching = [], 0
+    for text in X:
+        prompt = AGNEWS_PROMPT.format(text=text)
+        ids = tokenizer.encode(prompt)
+        labels = {c: [in_context_tokens(tokenizer, prompt, " " + a) for a in np.atleast_1d(CONSTRAINED_LABELS[c])]
+                  for c in classes}
+        children: dict[tuple[int, ...], set[int]] = {}
+        vocab_rows: dict[tuple[int, ...], np.ndarray] = {}
+        for seqs in labels.values():
+            for seq in seqs:
+                lp = hf_logprob_rows(hf_model_fp32, ids + seq).numpy()
+                for d, token in enumerate(seq):
+                    children.setdefault(tuple(seq[:d]), set()).add(token)
+                    vocab_rows[tuple(seq[:d])] = lp[len(ids) - 1 + d]
+        branching = {p: sorted(c) for p, c in children.items() if len(c) > 1}
+        n_branching = len(branching)
+
+        def constrained(seq, branching=branching, vocab_rows=vocab_rows):
+            total = 0.0
+            for d, token in enumerate(seq):
+                allowed = branching.get(tuple(seq[:d]))
+                if allowed is not None:
+                    total += vocab_rows[tuple(seq[:d])][token] - logsumexp(vocab_rows[tuple(seq[:d])][allowed])
+            return total
+
+        rows.append([logsumexp([constrained(s) for s in labels[c]]) for c in classes])
+    return np.array(rows), n_branching, classes
+
+
+def test_constrained_equals_transformers_fp32_renormalised_at_branches(fp32_engine, agnews, constrained_reference):
+    X, y = agnews
+    want, n_branching, classes = constrained_reference
+    clf = make_classifier(prompt=AGNEWS_PROMPT, engine_options={"dtype": "float32"}, label_mode="constrained",
+                          labels=CONSTRAINED_LABELS, low_mass="ignore").fit(X, y)
+    assert clf.label_mode_ == "constrained" and list(clf.classes_) == classes
+    trie = clf.plans_[0].trie
+    assert n_branching == 2 and len(trie.reads) == n_branching  # the root and " World": " Sci" "/" is not read
+    full = make_classifier(prompt=AGNEWS_PROMPT, label_mode="full_sequence", labels=CONSTRAINED_LABELS).fit(X, y)
+    assert len(full.plans_[0].trie.reads) == 4
+    got = clf.transform(X)  # the constrained log-probabilities, before any softmax
+    np.testing.assert_allclose(np.exp(got).sum(axis=1), 1.0, atol=1e-9)
+    diff = np.max(np.abs(got - want))
+    print(f"constrained fp32 engine vs transformers fp32: max abs diff {diff:.3g} nats")
+    assert diff < FP32_TOLERANCE
+    # a second read of the same prompts, now cached: float32 reads differ by ~1e-5 with the cache state
+    np.testing.assert_allclose(clf.predict_log_proba(X), got, atol=1e-4)
+
+
+def test_constrained_refuses_a_label_that_starts_another(engine, agnews):
+    X, y = agnews
+    labels = {**CONSTRAINED_LABELS, "World": ["World", "World news"]}
+    with pytest.raises(ValueError, match=r"label ' World' of class 'World' is the start of label ' World news'"):
+        make_classifier(prompt=AGNEWS_PROMPT, label_mode="constrained", labels=labels).fit(X, y)
+
+
+def test_pruned_constrained_predict_equals_unpruned(engine, datasets_dir):
+    """Banking77 (77 intents written as words): the constrained read makes far
+    fewer reads than full_sequence's 141, and prune_margin keeps predict."""
+    frame = pd.read_csv(datasets_dir / "banking77_test.csv").groupby("label").head(1)
+    X, y = frame["text"].tolist(), frame["label"].to_numpy()
+    params = {"prompt": "Query: {text}\nIntent:", "label_mode": "constrained", "low_mass": "ignore"}
+    exact = make_classifier(**params).fit(X, y)
+    assert len(exact.plans_[0].trie.reads) <= 20
+    texts = X[:4]
+    want = exact.predict_log_proba(texts)
+    pruned = make_classifier(prune_margin=2.0, **params).fit(X, y)
+    got = pruned.predict_log_proba(texts)
+    np.testing.assert_array_equal(pruned.predict(texts), exact.predict(texts))
+    top = want.argmax(axis=1)
+    for i in range(len(texts)):
+        near = np.flatnonzero(want[i] >= want[i, top[i]] - 2.0)
+        np.testing.assert_allclose(got[i, near] - got[i, top[i]], want[i, near] - want[i, top[i]], atol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:LLMLabelClassifierCV. held_out_score_ is NaN")  # 8 texts: 2 folds
+def test_constrained_is_a_cv_candidate(engine, agnews):
+    from llm_label_clf import LLMLabelClassifierCV
+
+    X, y = agnews
+    base = make_classifier(prompt=AGNEWS_PROMPT, low_mass="ignore")
+    search = LLMLabelClassifierCV(base, few_shots=(0,), calibrations=(None,), class_weights=(None,), stack=False,
+                                  label_modes=["full_sequence", "constrained"], cv=2, small_data="search").fit(X, y)
+    modes = [p["label_mode"] for p in search.cv_results_["params"]]
+    assert set(modes) == {"constrained", "full_sequence"}
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    assert search.predict_proba(X[:2]).shape == (2, 4)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..exceptions import TruncationWarning, warn_user
 from ..fitting.shaping import method_result, output_kind
+from ..fitting.ties import tie_priors
 from ..reading.batches import MAX_LOGPROB_TOKEN_IDS
 from ._columns import check_methods, output_frame
 
@@ -302,7 +303,8 @@ class LabelReadStages:
         log_probas = self.estimator.log_proba_from_reads([reads])  # calibration and the label-mass check included
         classes = self.estimator.classes_
         results = {
-            m: reads.class_logprobs if m == "transform" else method_result(m, "single", log_probas, classes)
+            m: reads.class_logprobs if m == "transform"
+            else method_result(m, "single", log_probas, classes, priors=tie_priors(self.estimator))
             for m in self.methods
         }
         scores = output_frame(self.estimator, self.methods, results, 1)

@@ -22,6 +22,7 @@ __all__ = [
     "LABEL_WORDS",
     "default_label_texts",
     "is_number_like",
+    "label_mapping",
     "label_words_message",
     "warn_label_words",
     "words_of",
@@ -88,6 +89,14 @@ def default_label_texts(classes: Sequence[Any], label_words: str) -> list[str]:
     changed = [(a, w) for a, w in zip(as_is, words, strict=True) if w != a]
     taken = Counter(words) + Counter(a for a, _ in changed)
     return [a if w != a and taken[w] > 1 else w for a, w in zip(as_is, words, strict=True)]
+
+
+def label_mapping(classes: Sequence[Any], label_words: str) -> dict[Any, str]:
+    """``labels`` that give ``classes`` the texts ``fit`` gives them when
+    ``labels`` is None (``default_label_texts``): for callers that must name
+    the classes before any ``y`` (the command line's zero-shot runs), so that
+    they read what the Python API reads."""
+    return dict(zip(classes, default_label_texts(classes, label_words), strict=True))
 
 
 def _example(classes: Sequence[Any]) -> tuple[str, str]:

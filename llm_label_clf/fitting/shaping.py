@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .targets import stack_columns
+from .ties import argmax_breaking_ties, warn_ties
 
 __all__ = ["PROBA_METHODS", "method_result", "output_kind", "predicted_from"]
 
@@ -38,15 +39,18 @@ def _by_kind(kind: str, per_output: list[np.ndarray]) -> Any:
 
 
 def method_result(
-    method: str, kind: str, log_probas: Sequence[np.ndarray], classes: Any, threshold: float = 0.5
+    method: str, kind: str, log_probas: Sequence[np.ndarray], classes: Any, threshold: float = 0.5,
+    priors: Sequence[np.ndarray] | None = None,
 ) -> Any:
     """``method``'s result ("predict_proba", "predict_log_proba", "predict",
     "decision_function") from each output's (n, n_classes) log-probabilities.
-    Multi-label outputs are yes/no reads: column 1 is "applies"."""
+    Multi-label outputs are yes/no reads: column 1 is "applies". ``priors``:
+    per output, the log class prior that breaks ``predict``'s ties (``ties``)."""
     if method == "decision_function":  # binary: log-odds of the second class
         return _by_kind(kind, [lp[:, 1] - lp[:, 0] if lp.shape[1] == 2 else lp for lp in log_probas])
     if method == "predict":
-        return predicted_from(kind, method_result("predict_log_proba", kind, log_probas, classes), classes, threshold)
+        shaped = method_result("predict_log_proba", kind, log_probas, classes)
+        return predicted_from(kind, shaped, classes, threshold, priors=priors)
     shaped = _by_kind(kind, [lp[:, 1] for lp in log_probas] if kind == "multilabel" else list(log_probas))
     if method == "predict_log_proba":
         return shaped
@@ -55,14 +59,24 @@ def method_result(
     raise ValueError(f"method {method!r} is not a prediction method")
 
 
-def predicted_from(kind: str, result: Any, classes: Any, threshold: float = 0.5, *, log: bool = True) -> np.ndarray:
+def predicted_from(
+    kind: str, result: Any, classes: Any, threshold: float = 0.5, *, log: bool = True,
+    priors: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
     """``predict`` from a probability method's result (``log``: of
     ``predict_log_proba``): each output's most probable class (several
     outputs: one column each, in their common dtype), or multi-label's 0/1
-    of P(label applies) >= ``threshold``."""
+    of P(label applies) >= ``threshold``. Exact ties go by ``priors`` (per
+    output, the log class prior from fit) and warn (``ties``)."""
     if kind == "multilabel":
         proba = np.exp(result) if log else np.asarray(result)
         return (proba >= threshold).astype(np.int64)
-    if kind == "single":
-        return classes[np.argmax(result, axis=1)]
-    return stack_columns([c[np.argmax(r, axis=1)] for c, r in zip(classes, result, strict=True)])
+    per_output = [result] if kind == "single" else list(result)
+    all_classes = [classes] if kind == "single" else list(classes)
+    picked, tied = [], []
+    for j, (c, r) in enumerate(zip(all_classes, per_output, strict=True)):
+        index, ties = argmax_breaking_ties(r, None if priors is None else priors[j])
+        picked.append(np.asarray(c)[index])
+        tied.append(ties)
+    warn_ties(tied, all_classes)
+    return picked[0] if kind == "single" else stack_columns(picked)

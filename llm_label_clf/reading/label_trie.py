@@ -6,6 +6,13 @@ logprob is the sum along its path, log P(t1 | p) + log P(t2 | p t1) + ...
 Reads are grouped by prefix length so that each level runs after the one
 before it has put the prompt into vLLM's prefix cache; a text's prompt is then
 computed once, not once per label. Labels of one token each need one read.
+
+A constrained trie (``LabelTrie.build(..., constrained=True)``) scores the
+answer of a model made to write one of the labels (as vLLM's guided choice
+decodes): it reads only the root and the prefixes where the labels branch (two
+or more distinct next tokens), renormalises each read over the tokens allowed
+there, and a prefix with one continuation contributes log 1 = 0 unread. The
+sequences' probabilities then sum to 1.
 """
 
 from __future__ import annotations
@@ -34,12 +41,18 @@ class LabelTrie:
     sequences: tuple[tuple[int, ...], ...]
     reads: tuple[TrieRead, ...]
     paths: tuple[tuple[int, ...], ...]
-    """Per sequence, the column of each of its tokens in the concatenated reads."""
+    """Per sequence, the column of each of its read tokens in the concatenated
+    reads (every token; constrained: the tokens at the root and at branches)."""
+    constrained: bool = False
+    """Reads renormalised over their own tokens, and only the root and the
+    branching prefixes read (see the module)."""
 
     @classmethod
-    def build(cls, sequences: Sequence[Sequence[int]]) -> LabelTrie:
-        """The trie of ``sequences`` (each non-empty). Raises ValueError for an
-        empty sequence."""
+    def build(cls, sequences: Sequence[Sequence[int]], *, constrained: bool = False) -> LabelTrie:
+        """The trie of ``sequences`` (each non-empty); ``constrained``: the
+        constrained trie (see the module), for sequences none of which is the
+        start of another (``reading.constrained.check_constrained_labels``
+        checks labels for that). Raises ValueError for an empty sequence."""
         seqs = tuple(tuple(int(t) for t in s) for s in sequences)
         for i, seq in enumerate(seqs):
             if not seq:
@@ -50,14 +63,38 @@ class LabelTrie:
                 following = children.setdefault(seq[:depth], [])
                 if token not in following:
                     following.append(token)
+        if constrained:
+            children = {p: ids for p, ids in children.items() if not p or len(ids) > 1}
         prefixes = sorted(children, key=lambda p: (len(p), p))
         reads = tuple(TrieRead(p, tuple(children[p])) for p in prefixes)
         column: dict[tuple[tuple[int, ...], int], int] = {}
         for read in reads:
             for token in read.next_ids:
                 column[(read.prefix, token)] = len(column)
-        paths = tuple(tuple(column[(seq[:d], t)] for d, t in enumerate(seq)) for seq in seqs)
-        return cls(seqs, reads, paths)
+        paths = tuple(
+            tuple(column[(seq[:d], t)] for d, t in enumerate(seq) if seq[:d] in children) for seq in seqs
+        )
+        return cls(seqs, reads, paths, constrained)
+
+    @property
+    def mode_key(self) -> tuple[str, ...]:
+        """What tells this trie's sequence scores apart from a plain trie's of
+        the same sequences (for caches and stores): () or ("constrained",)."""
+        return ("constrained",) if self.constrained else ()
+
+    def normalise(self, columns: np.ndarray) -> np.ndarray:
+        """(n, n_columns) read logprobs as the sums along paths need them: as
+        read, or (constrained) each read's log-softmax over its own tokens.
+        Idempotent; a read's NaN columns (not read) stay NaN."""
+        if not self.constrained:
+            return columns
+        out = np.array(columns, dtype=np.float64, copy=True)
+        start = 0
+        for r, read in enumerate(self.reads):
+            stop = start + len(read.next_ids)
+            out[:, start:stop] = self.normalise_read(r, out[:, start:stop])
+            start = stop
+        return out
 
     @property
     def n_columns(self) -> int:
@@ -76,9 +113,19 @@ class LabelTrie:
         """Tokens added to a prompt by the deepest read."""
         return max(len(r.prefix) for r in self.reads)
 
+    def normalise_read(self, read: int, logprobs: np.ndarray) -> np.ndarray:
+        """(n, len(next_ids)) logprobs of read ``read`` as ``normalise`` leaves them."""
+        if not self.constrained:
+            return logprobs
+        top = np.max(logprobs, axis=1, keepdims=True)
+        return logprobs - top - np.log(np.exp(logprobs - top).sum(axis=1, keepdims=True))
+
     def sequence_logprobs(self, columns: np.ndarray) -> np.ndarray:
-        """(n, n_columns) read logprobs -> (n, n_sequences) summed path logprobs."""
+        """(n, n_columns) read logprobs -> (n, n_sequences) summed path
+        logprobs (constrained: of the renormalised reads)."""
+        columns = self.normalise(columns)
         out = np.empty((columns.shape[0], len(self.paths)))
         for j, path in enumerate(self.paths):
             out[:, j] = columns[:, list(path)].sum(axis=1)
         return out
+

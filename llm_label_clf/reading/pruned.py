@@ -1,7 +1,9 @@
 """Pruned reading of many multi-token labels: read a label trie top-down and
 expand only the prefixes that can still come within ``margin`` nats of the
 best complete label, a best-first search on the upper bound a prefix's
-logprob sets on every label below it (extending a prefix only lowers it).
+logprob sets on every label below it (extending a prefix only lowers it). A
+constrained trie (``LabelTrie.build(..., constrained=True)``) is searched the
+same way over its renormalised branch reads, whose logprobs are <= 0 too.
 
 With 77 classes of a few words each (Banking77) the exact read costs one read
 per distinct prefix (141) and on a CPU each read recomputes the part of the
@@ -46,8 +48,12 @@ class TrieIndex:
 
     @classmethod
     def of(cls, trie: LabelTrie) -> TrieIndex:
+        # a constrained trie reads only some prefixes: a read's parent is the
+        # nearest read above it, and a path has one column per read along it
         read_of = {r.prefix: i for i, r in enumerate(trie.reads)}
-        parent = tuple(read_of[r.prefix[:-1]] if r.prefix else -1 for r in trie.reads)
+        path_reads = tuple(
+            tuple(read_of[seq[:d]] for d in range(len(seq)) if seq[:d] in read_of) for seq in trie.sequences
+        )
         below = tuple(
             tuple(
                 s for s, seq in enumerate(trie.sequences)
@@ -56,10 +62,9 @@ class TrieIndex:
             for r in trie.reads
         )
         # a read's prefix path is the start of the path of any sequence below it
-        prefix_columns = tuple(
-            tuple(trie.paths[seqs[0]][: len(r.prefix)]) for r, seqs in zip(trie.reads, below, strict=True)
-        )
-        path_reads = tuple(tuple(read_of[seq[:d]] for d in range(len(seq))) for seq in trie.sequences)
+        depth = [path_reads[seqs[0]].index(r) for r, seqs in enumerate(below)]
+        parent = tuple(path_reads[seqs[0]][d - 1] if d else -1 for seqs, d in zip(below, depth, strict=True))
+        prefix_columns = tuple(tuple(trie.paths[seqs[0]][:d]) for seqs, d in zip(below, depth, strict=True))
         return cls(prefix_columns, parent, below, path_reads)
 
 
@@ -122,7 +127,8 @@ async def read_sequence_logprobs_pruned(
               for r, rows in pending.items())
         )
         for (r, rows), scores in zip(pending.items(), results, strict=True):
-            columns[np.ix_(rows, range(starts[r], starts[r + 1]))] = scores.logprobs
+            span = range(starts[r], starts[r + 1])
+            columns[np.ix_(rows, span)] = trie.normalise_read(r, scores.logprobs)
             done[rows, r] = True
             if r == 0:
                 top[rows] = scores.top_token
