@@ -94,18 +94,19 @@ def bootstrap_sem(
     if not splits:
         return float("nan")
     scored = np.unique(np.concatenate([test for _, test in splits]))
-    position = {row: i for i, row in enumerate(scored)}
+    # each split's texts as places in ``scored`` and their labels, found once for every draw
+    places = [(k, np.searchsorted(scored, test), y_index[test]) for k, test in splits]
     means = []
     for _ in range(draws):
         counts = rng.multinomial(len(scored), np.full(len(scored), 1.0 / len(scored)))
         values = []
-        for k, test in splits:
-            repeat = counts[[position[row] for row in test]]
+        for k, place, y in places:
+            repeat = counts[place]
             if repeat.sum() == 0:
                 continue
-            index = np.repeat(np.arange(len(test)), repeat)
+            index = np.repeat(np.arange(len(place)), repeat)
             try:
-                values.append(score(held_out[k][index], y_index[test][index]))
+                values.append(score(held_out[k][index], y[index]))
             except ValueError:  # a scorer that needs two classes, say, on a draw with one
                 continue
         if values:
