@@ -604,7 +604,8 @@ def markdown(doc: dict[str, Any]) -> str:
         machine_line(doc), "",
         (f"Per dataset a fixed stratified test set of {p['test']} texts (seed {TEST_SEED}); training sets drawn "
          f"from the other rows ({p['draws']} draws per size, every class at least once). One "
-         "`LLMLabelClassifierCV` fit per draw with its defaults (`rule=\"best\"`, `small_data=\"fallback\"`, no "
+         "`LLMLabelClassifierCV` fit per draw with its defaults (`rule=\"guarded\"` since 2026-12-04, "
+         "`rule=\"best\"` before, `small_data=\"fallback\"`, no "
          "temperature) and "
          f"`n_repeats` per dataset: {repeats_used(doc)} (the first sst2 draws fitted `rule=\"one_se\"` with a "
          "temperature; the 16-text draws and one 32-text draw before `small_data` existed fitted the search alone, and "
@@ -676,66 +677,77 @@ def markdown(doc: dict[str, Any]) -> str:
                              f"| {pm(b['best fixed (oracle)'], 3, False)} | {pm(b['TF-IDF + LR'], 3, False)} "
                              f"{fit_cells}| {modes} |")
             lines.append("")
+    lines += ["## The default fit's aims, its wide tests and temperatures", "", *summary(doc).splitlines()[1:-1]]
+    lines += wide_table(agg)
+    lines += temperature_table(agg)
     return "\n".join(lines) + "\n"
+
+
+def aims(f: dict[str, Any]) -> list[str]:
+    """Which of issue 43's aims a cell of the default fit misses: estimate −
+    test within ±0.03 nats or two standard errors, ±2 SE covering the test
+    score in ≥ 80% of draws, log-loss no worse than zero-shot's on average,
+    worse by > 0.05 nats in ≤ 1 draw in 10, CV ≥ best fixed − 1 point and ≥
+    zero-shot (each within one standard error), ≤ 10 zero-shot passes."""
+    missed = []
+    bias, covers = f.get("estimate_bias", [None, None]), f.get("estimate_covers", [None])
+    if bias[0] is not None and abs(bias[0]) > max(0.03, 2 * (bias[1] or 0)):
+        missed.append("estimate bias")
+    if covers[0] is not None and covers[0] < 0.8:
+        missed.append("coverage")
+    loss, worse = f.get("log_loss_vs_zero_shot", [None]), f.get("worse_than_zero_shot_005", [None, None, 0])
+    if loss[0] is not None and loss[0] > 0:
+        missed.append("log-loss above zero-shot's")
+    if worse[0] is not None and worse[0] > 0.1 + 1e-9:
+        missed.append("draws worse than zero-shot")
+    best, zero = f["vs_best_fixed"], f["vs_zero_shot"]
+    if best[0] is not None and best[0] + (best[1] or 0) < -1:
+        missed.append("accuracy vs best fixed")
+    if zero[0] is not None and zero[0] + (zero[1] or 0) < 0:
+        missed.append("accuracy vs zero-shot")
+    if f["zero_shot_passes"][0] is not None and f["zero_shot_passes"][0] > 10:
+        missed.append("passes")
+    return missed
 
 
 def summary(doc: dict[str, Any]) -> str:
     """The block for docs/guide/learning.md, between its selection markers:
-    the real fit on the report sets, the design-set ranking, and the goal."""
+    the default fit, one row per dataset and size, and which aims it meets
+    (the variants, temperatures and wide tests are in the full page)."""
     agg, p = doc["aggregates"], doc["protocol"]
     lines = ["<!-- selection:start -->", machine_line(doc), "",
-             (f"Protocol: per dataset a fixed test set of {p['test']} texts; {p['draws']} random training sets per "
-              "size; the default `LLMLabelClassifierCV` (rule \"guarded\", small_data \"fallback\", no temperature, "
-              "the nested `held_out_score_`), "
-              "`n_repeats` per "
-              f"dataset: {repeats_used(doc)}. ECE floor: the ECE perfectly calibrated probabilities would show "
-              "on the same test texts. "
-              "Accuracy differences in points, mean ± standard error over the draws; \"best fixed\" is the fixed "
-              "mode with the best *test* accuracy in each draw (an oracle). Defaults were chosen on the design sets ("
-              + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only; the rows below are the report "
-              "sets."), ""]
-    table = ["| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE "
-             "| ECE floor | held-out estimate − test | estimate ± 2 SE covers test | log-loss − zero-shot's "
-             "| draws > +0.05 nats | fit: zero-shot passes | fit s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    goal = []
+             (f"Protocol: per dataset a fixed test set of {p['test']} texts and {p['draws']} random training sets "
+              "per size; one default `LLMLabelClassifierCV(LLMLabelClassifier(random_state=0))` fit per draw. "
+              "Mean ± standard error over the draws; accuracy differences in points; \"best fixed\" is the fixed "
+              "mode with the best *test* accuracy in each draw (an oracle no user has). ECE beside its floor (what "
+              "perfectly calibrated probabilities would show on the same texts). Defaults were chosen on the "
+              "design sets (" + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only."), "",
+             "| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot | ECE (floor) "
+             "| test log-loss − `-held_out_score_` | ±2 SE covers test | log-loss − zero-shot's "
+             "| draws worse by > 0.05 | zero-shot passes |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    verdicts = []
     for name in sorted(agg, key=lambda k: (SETS[k][1] != "report", k)):
-        for n, a in agg[name].items():
+        for n in sorted(agg[name], key=int):
+            a = agg[name][n]
             f = a["variants"].get(FIT)
             if f is None:
                 continue
             covers, worse = f.get("estimate_covers", [None]), f.get("worse_than_zero_shot_005", [None, None, 0])
-            table.append(f"| {name} ({SETS[name][1]}) | {n} | {a['draws']} | {pm(f['accuracy'], 3, False)} "
-                         f"| {pm(f['vs_best_fixed'])} "
-                         f"| {pm(f['vs_zero_shot'])} | {pm(f['vs_batch'])} | {pm(f['macro_f1'], 3, False)} "
-                         f"| {pm(f['ece'], 3, False)} | {pm(f['ece_floor'], 3, False)} | {pm(f['estimate_bias'], 3)} "
+            lines.append(f"| {name} ({SETS[name][1]}) | {n} | {a['draws']} | {pm(f['accuracy'], 3, False)} "
+                         f"| {pm(f['vs_best_fixed'])} | {pm(f['vs_zero_shot'])} "
+                         f"| {pm(f['ece'], 3, False)} ({pm(f['ece_floor'], 3, False)}) "
+                         f"| {pm(f['estimate_bias'], 3)} "
                          f"| {'–' if covers[0] is None else f'{covers[0]:.0%}'} "
                          f"| {pm(f.get('log_loss_vs_zero_shot'), 3)} "
                          f"| {'–' if worse[0] is None else f'{round(worse[0] * worse[2])} of {worse[2]}'} "
-                         f"| {pm(f['zero_shot_passes'], 1, False)} | {pm(f['fit_s'], 0, False)} |")
-            checked = (f["vs_best_fixed"][0], f["vs_zero_shot"][0], f["ece"][0])
-            if SETS[name][1] == "report" and int(n) >= 64 and None not in checked:
-                accurate = f["vs_best_fixed"][0] >= -1 and f["vs_zero_shot"][0] >= 0
-                met = accurate and f["ece"][0] <= 0.05
-                wide = f.get("wide_ece", [None])[0]
-                wide_met = "met" if accurate and wide is not None and wide <= 0.05 else "missed"
-                also = "" if wide is None else f" ({wide_met} by the wide test's ECE)"
-                goal.append(f"{name} at {n}: {'met' if met else 'missed'}{also}")
-    lines += table if len(table) > 2 else []
-    lines += wide_table(agg)
-    lines += temperature_table(agg)
-    for n in sizes_of(agg):
-        ranking = design_ranking(agg, n)
-        if ranking:
-            top = ranking[0]
-            rest = "; ".join(f"{v} {top[1]['vs_best_fixed'][0] - c['vs_best_fixed'][0]:.1f}" for v, c in ranking[1:])
-            draws = ", ".join(f"{name} {agg[name][n]['draws']} draws" for name in agg
-                              if SETS[name][1] == "design" and n in agg[name])
-            lines += ["", f"Design sets, {n} texts ({draws}): {top[0]} ranked first (CV − best fixed "
-                      f"{pm(top[1]['vs_best_fixed'])}); the others lost by (points): {rest}."]
-    if goal:
-        lines += ["", "Goal (report sets, 64 and 128 texts: CV ≥ best fixed − 1 point, ≥ zero-shot, ECE ≤ 0.05): "
-                  + "; ".join(goal) + "."]
+                         f"| {pm(f['zero_shot_passes'], 1, False)} |")
+            missed = aims(f)
+            if missed:
+                verdicts.append(f"{name} at {n}: {', '.join(missed)}")
+    lines += ["", "Aims (estimate − test within ±0.03 nats or 2 SE; ±2 SE covers in ≥ 80% of draws; log-loss "
+              "≤ zero-shot's, worse by > 0.05 in ≤ 1 draw in 10; CV ≥ best fixed − 1 point and ≥ zero-shot; ≤ 10 "
+              "passes): " + ("every row meets them." if not verdicts else "missed by " + "; ".join(verdicts) + ".")]
     return "\n".join([*lines, "<!-- selection:end -->"]) + "\n"
 
 

@@ -1,5 +1,13 @@
+"""The calibrators on the saved picks, and this folder's shared helpers: the cache folder outside the
+repository where the experiments' arrays live (``experiments_cache``), and ``saved``, which lists a folder's
+arrays and, when it has none, first runs the script that writes them (with the engine).
+
+usage: calib.py   (no engine, once arrays/ is in the cache)"""
+
 import collections
 import glob
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +21,47 @@ from bench.selection import ece_floor
 from bench.selection import expected_calibration_error as ece_
 
 from llm_label_clf.selection.temperature import LOG_T_BOUNDS, fit_temperature
+
+
+def experiments_cache(name: str) -> Path:
+    """The folder outside the repository for experiment ``name``'s saved arrays:
+    ``$LLM_LABEL_CLF_EXPERIMENTS_CACHE/NAME``, else ``~/.cache/llm_label_clf/experiments/NAME``."""
+    root = os.environ.get("LLM_LABEL_CLF_EXPERIMENTS_CACHE", Path.home() / ".cache" / "llm_label_clf" / "experiments")
+    return Path(root) / name
+
+
+#: exp_mix.py's arrays: per draw, the pick's out-of-fold log-probabilities, its test and wide probabilities.
+ARRAYS = experiments_cache(HERE.name) / "arrays"
+#: learned_tail.py's reads: per draw and reader, the label log-probabilities of the texts scored and the wide texts.
+TAIL_ARRAYS = experiments_cache(HERE.name) / "tail_arrays"
+
+
+def saved(folder: Path, pattern: str = "*.npz", writer: list[str] | None = None) -> list[str]:
+    """The arrays in ``folder`` matching ``pattern``, sorted. When there are none, runs ``writer`` (a script and
+    its arguments; it starts the engine) to write them first; without one, exits saying which folder is empty."""
+    files = sorted(glob.glob(str(Path(folder) / pattern)))
+    if files:
+        return files
+    if writer is None:
+        raise SystemExit(f"no {pattern} in {folder}: run the script that writes them first (see this folder's README)")
+    command = [sys.executable, *map(str, writer)]
+    print(f"no {pattern} in {folder}: regenerating them with the engine: {' '.join(command)}", file=sys.stderr)
+    if subprocess.run(command).returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {folder} still holds no arrays")
+    files = sorted(glob.glob(str(Path(folder) / pattern)))
+    if not files:
+        raise SystemExit(f"{' '.join(command)} wrote no {pattern} in {folder}")
+    return files
+
+
+def arrays() -> list[str]:
+    """exp_mix.py's arrays (the 80 design draws), regenerated with the README's command when the cache has none."""
+    return saved(ARRAYS, writer=[HERE / "exp_mix.py", HERE / "mix.json", "sst2,trec", "16,32,64,128", "10", "1000"])
+
+
+def tail_arrays() -> list[str]:
+    """learned_tail.py's reads (SST-2, 64 texts, 10 draws), regenerated with the engine when the cache has none."""
+    return saved(TAIL_ARRAYS, writer=[HERE / "learned_tail.py", "sst2", "64", "10"])
 
 
 def sem(values):
@@ -84,7 +133,7 @@ res = collections.defaultdict(lambda: collections.defaultdict(list))
 
 
 def main():
-    for f in sorted(glob.glob(str(HERE / "arrays" / "*.npz"))):
+    for f in arrays():
         z = np.load(f)
         key = f.split("/")[-1][:-4]
         ds, n, d = key.rsplit("_", 2)

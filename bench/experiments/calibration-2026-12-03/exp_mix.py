@@ -1,18 +1,25 @@
-from pathlib import Path
-
 """Paired experiment: LLMLabelClassifierCV with scored rows weighed to the labels' class mix vs not;
-saves the default arm's out-of-fold, test and wide probabilities for offline calibrators."""
+saves the default arm's out-of-fold, test and wide probabilities for offline calibrators, in the cache
+folder outside the repository (``calib.ARRAYS``). A draw is skipped when OUT holds its record and the cache
+its arrays.
+
+usage: exp_mix.py OUT DATASETS SIZES DRAWS [WIDE]   (comma-separated lists; starts the engine)"""
+
 import json
 import os
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE))
+from calib import ARRAYS
+
 from bench import selection as S
 
 import llm_label_clf.selection.search as search_mod
@@ -91,7 +98,9 @@ def main():
     draws = range(int(sys.argv[4]))
     wide_n = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     res = json.load(open(out_path)) if os.path.exists(out_path) else {}
-    for key, seed, X, y, Xt, yt, Xw, yw in each_draw(names, sizes, draws, wide_n, res):
+    ARRAYS.mkdir(parents=True, exist_ok=True)
+    done = {key for key in res if (ARRAYS / f"{key.replace('/', '_')}.npz").is_file()}
+    for key, seed, X, y, Xt, yt, Xw, yw in each_draw(names, sizes, draws, wide_n, done):
         t0 = time.perf_counter()
         base = dict(progress=False, low_mass="ignore", random_state=seed)
         rec = {}
@@ -123,7 +132,7 @@ def main():
                 )
                 if wide_n:
                     arrays.update(wide=pw, yw=np.array([cls.index(v) for v in yw]))
-                np.savez_compressed(str(HERE / "arrays" / f"{key.replace('/', '_')}.npz"), **arrays)
+                np.savez_compressed(str(ARRAYS / f"{key.replace('/', '_')}.npz"), **arrays)
         rec["seconds"] = time.perf_counter() - t0
         res[key] = rec
         json.dump(res, open(out_path, "w"))

@@ -1,6 +1,9 @@
 """Why is a few-shot + learned refit overconfident on new texts?
 
-Variants of the learned calibrator on the same reads; saves the reads (tail_arrays/)."""
+Variants of the learned calibrator on the same reads; saves the reads in the cache folder outside the
+repository (``calib.TAIL_ARRAYS``) and the variants' scores in learned_tail2_{DATASET}_{SIZE}.json here.
+
+usage: learned_tail.py DATASET SIZE DRAWS   (starts the engine)"""
 
 import json
 import sys
@@ -11,6 +14,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE))
+from calib import TAIL_ARRAYS
+
 from bench import selection as S
 
 from llm_label_clf import LLMLabelClassifier
@@ -38,6 +44,7 @@ def main():
     name, n, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     test, pool = S.test_and_pool(name, 300)
     res = {}
+    TAIL_ARRAYS.mkdir(parents=True, exist_ok=True)
     with ReadCache().active():
         for d in range(draws):
             seed, train = S.training_draw(name, n, d, pool)
@@ -73,7 +80,7 @@ def main():
                 ywi = np.array([cls.index(v) for v in yw])
                 K = len(cls)
                 np.savez_compressed(
-                    str(HERE / "tail_arrays" / f"{name}_{n}_{d}_{pname}.npz"),
+                    str(TAIL_ARRAYS / f"{name}_{n}_{d}_{pname}.npz"),
                     F=F,
                     Fw=Fw,
                     y=yi,

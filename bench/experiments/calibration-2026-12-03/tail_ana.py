@@ -1,5 +1,9 @@
+"""The learned calibration's C, refitted on learned_tail.py's saved reads (``calib.TAIL_ARRAYS``, in the
+cache folder outside the repository; regenerated with the engine when absent).
+
+usage: tail_ana.py   (no engine once the reads are in the cache)"""
+
 import collections
-import glob
 import sys
 from pathlib import Path
 
@@ -9,12 +13,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 sys.path.insert(0, str(HERE))
 
+from calib import tail_arrays
+
 from bench.selection import expected_calibration_error as ece
 
 from llm_label_clf.fitting.calibration import LearnedCalibrator, _logistic
 
 R = collections.defaultdict(lambda: collections.defaultdict(list))
-for f in sorted(glob.glob(str(HERE / "tail_arrays" / "*.npz"))):
+for f in tail_arrays():
     z = np.load(f)
     F, Fw, y, yw, seed = z["F"], z["Fw"], z["y"], z["yw"], int(z["seed"])
     kind = "fewshot" if not f.endswith("0.npz") else "zeroshot"

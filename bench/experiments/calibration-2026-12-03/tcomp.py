@@ -1,18 +1,21 @@
-from pathlib import Path
+"""The temperature fitted on the pick's out-of-fold rows against the ones the wide and test texts ask for,
+per draw, from exp_mix.py's arrays (``calib.ARRAYS``, in the cache folder outside the repository; regenerated
+with the engine when absent) and its picks in mix.json.
 
-HERE = Path(__file__).resolve().parent
-import glob
+usage: tcomp.py   (no engine once the arrays are in the cache)"""
+
+import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import json
-
-from calib import fitT
+from calib import arrays, fitT
 
 r = json.load(open(HERE / "mix.json"))
-for f in sorted(glob.glob(str(HERE / "arrays" / "*.npz"))):
+for f in arrays():
     z = np.load(f)
     key = f.split("/")[-1][:-4]
     if "oof" not in z or "wide" not in z:

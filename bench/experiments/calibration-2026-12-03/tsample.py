@@ -1,8 +1,11 @@
 """How well can one temperature be fitted from n texts with no selection at all? Fit T on n random wide texts
-of a draw, score the other wide texts; compare with T fitted on all of them (the oracle) and with no T."""
+of a draw, score the other wide texts; compare with T fitted on all of them (the oracle) and with no T.
+Reads exp_mix.py's arrays (``calib.ARRAYS``, in the cache folder outside the repository; regenerated with the
+engine when absent).
+
+usage: tsample.py   (no engine once the arrays are in the cache)"""
 
 import collections
-import glob
 import sys
 from pathlib import Path
 
@@ -12,14 +15,14 @@ HERE = Path(__file__).resolve().parent
 D = str(HERE)
 sys.path.insert(0, str(HERE.parents[2]))
 sys.path.insert(0, D)
-from calib import fitT
+from calib import arrays, fitT
 from scipy.special import softmax
 
 from bench.selection import expected_calibration_error as ece
 
 rng = np.random.default_rng(0)
 R = collections.defaultdict(list)
-for f in sorted(glob.glob(D + "/arrays/*.npz")):
+for f in arrays():
     z = np.load(f)
     key = f.split("/")[-1][:-4]
     ds, n, d = key.rsplit("_", 2)

@@ -7,18 +7,18 @@ that grows with m is the usual empirical-Bayes form. n0 is the one knob, to
 be chosen on these design draws. Compared per cell on the wide test, paired
 against no temperature (mean ± standard error over the draws): the full T,
 a fixed T^0.5, and m / (m + n0) for n0 in 32, 64, 128. Reads the pick's
-saved out-of-fold and wide probabilities (arrays/, from exp_mix.py, or
-another folder in that layout, such as the report sets' arrays of
-../report-calibration-2026-12-04/report_arrays.py).
+saved out-of-fold and wide probabilities: exp_mix.py's (``calib.ARRAYS``, in
+the cache folder outside the repository; regenerated with the engine when
+absent), or another folder in that layout, such as the report sets' arrays of
+../report-calibration-2026-12-04/report_arrays.py in that experiment's cache.
 
-usage: tshrink.py [ARRAYS_FOLDER]"""
+usage: tshrink.py [ARRAYS_FOLDER]   (no engine once the arrays are there)"""
 
 import collections
-import glob
 import sys
 
 import numpy as np
-from calib import HERE, ece_, fit_bias, fitT, nll, sem
+from calib import arrays, ece_, fit_bias, fitT, nll, saved, sem
 from scipy.special import softmax
 
 N0 = (32, 64, 128)
@@ -28,8 +28,8 @@ PENALTIES = (1.0, 10.0)
 def main():
     res = collections.defaultdict(lambda: collections.defaultdict(list))
     weights = collections.defaultdict(list)
-    folder = sys.argv[1] if len(sys.argv) > 1 else str(HERE / "arrays")
-    for f in sorted(glob.glob(folder + "/*.npz")):
+    files = saved(sys.argv[1]) if len(sys.argv) > 1 else arrays()
+    for f in files:
         z = np.load(f)
         ds, n, _ = Path_stem(f).rsplit("_", 2)
         if "oof" not in z or "wide" not in z:

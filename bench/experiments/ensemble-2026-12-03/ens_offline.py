@@ -1,6 +1,8 @@
 """Offline: does a weighted average of candidates beat picking one?
 
-Reads saved by ens_reads.py (wide_reads/{dataset}_{n}_{draw}.npz): four
+Reads saved by ens_reads.py (WIDE_READS/{dataset}_{n}_{draw}.npz, in the
+cache folder outside the repository; regenerated with the engine, 10 draws,
+when none is there for DATASET and SIZE): four
 readers (the two plain default prompts, few-shot 4 and zero-shot), fitted on
 one draw of bench/selection.py, read the same wide texts. Each trial takes
 ``labelled`` random wide texts as the labelled set and the rest as the test:
@@ -16,7 +18,6 @@ fitted on the mixture's out-of-fold log-probabilities. No engine is started.
 usage: ens_offline.py DATASET SIZE LABELLED [TRIALS]"""
 
 import collections
-import glob
 import sys
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from sklearn.model_selection import StratifiedKFold
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE.parent / "calibration-2026-12-03"))
+from calib import experiments_cache, saved  # that folder's cache helpers
+
 from bench.selection import ece_floor
 from bench.selection import expected_calibration_error as ece
 
@@ -32,6 +36,13 @@ from llm_label_clf.fitting.calibration import MIN_BATCH, LearnedCalibrator, clas
 from llm_label_clf.selection.temperature import fit_temperature
 
 READERS = ("default", "instruction", "default0", "instruction0")
+#: ens_reads.py's reads: per draw, the four readers' label log-probabilities of the wide texts.
+WIDE_READS = experiments_cache(HERE.name) / "wide_reads"
+
+
+def wide_reads(name: str, size: int, draws: int = 10) -> list[str]:
+    """The saved reads of DATASET at SIZE texts; when the cache has none, ens_reads.py writes them first."""
+    return saved(WIDE_READS, f"{name}_{size}_*.npz", writer=[HERE / "ens_reads.py", name, size, draws])
 
 
 def softmax(F):
@@ -113,7 +124,7 @@ def main():
     trials = int(sys.argv[4]) if len(sys.argv) > 4 else 5
     R = collections.defaultdict(list)
     picked, members = collections.Counter(), collections.Counter()
-    for f in sorted(glob.glob(str(HERE / "wide_reads" / f"{name}_{size}_*.npz"))):
+    for f in wide_reads(name, size):
         z = np.load(f)
         reads, yw = {r: z[r] for r in READERS}, z["yw"]
         K = int(max(r.shape[1] for r in reads.values()))

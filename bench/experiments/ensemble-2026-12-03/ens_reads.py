@@ -1,7 +1,10 @@
 """Reads for ens_offline.py: per draw of ``bench/selection.py`` (its seeds and
 rows), four readers (the two plain default prompts, few-shot 4 and zero-shot)
 fitted on the draw's texts read the same 1000 "wide" texts drawn from the pool
-rows the draw did not train on. Saves wide_reads/{dataset}_{n}_{draw}.npz."""
+rows the draw did not train on. Saves {dataset}_{n}_{draw}.npz in
+``ens_offline.WIDE_READS``, the cache folder outside the repository.
+
+usage: ens_reads.py DATASET SIZE DRAWS   (starts the engine)"""
 
 import sys
 import time
@@ -12,6 +15,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
+sys.path.insert(0, str(HERE))
+from ens_offline import WIDE_READS
+
 from bench import selection as S
 
 from llm_label_clf import LLMLabelClassifier
@@ -27,7 +33,7 @@ READERS = (
 
 def main():
     name, n, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    (HERE / "wide_reads").mkdir(exist_ok=True)
+    WIDE_READS.mkdir(parents=True, exist_ok=True)
     _, pool = S.test_and_pool(name, 300)
     for d in range(draws):
         start = time.time()
@@ -45,7 +51,7 @@ def main():
                 reads[pname] = clf.predict_log_proba(Xw)
         classes = list(clf.classes_)
         np.savez_compressed(
-            str(HERE / "wide_reads" / f"{name}_{n}_{d}.npz"),
+            str(WIDE_READS / f"{name}_{n}_{d}.npz"),
             yw=np.array([classes.index(v) for v in yw]),
             **reads,
         )

@@ -11,17 +11,18 @@ temperature is fitted on those. Compared on the wide test, on the pick:
 no temperature, T fitted on the pick's out-of-fold rows (the library's
 ``recalibrate="temperature"``), T fitted on the nested rows, and the same
 applied only where it softens (T > 1). Same trials as ens_offline.py (its
-candidates, labelled sets, folds and seeds). No engine is started.
+candidates, labelled sets, folds and seeds), on the same saved reads
+(``ens_offline.WIDE_READS``, in the cache folder outside the repository;
+regenerated with the engine when absent). Otherwise no engine is started.
 
 usage: nested_t.py DATASET SIZE LABELLED [TRIALS]"""
 
 import collections
-import glob
 import sys
 from pathlib import Path
 
 import numpy as np
-from ens_offline import HERE, READERS, ece, ece_floor, fit_temperature, logloss, softmax, trial
+from ens_offline import READERS, ece, ece_floor, fit_temperature, logloss, softmax, trial, wide_reads
 
 
 def tempered(P, T):
@@ -45,7 +46,7 @@ def main():
     name, size, labelled = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     trials = int(sys.argv[4]) if len(sys.argv) > 4 else 5
     R = collections.defaultdict(list)
-    for d, f in enumerate(sorted(glob.glob(str(HERE / "wide_reads" / f"{name}_{size}_*.npz")))):
+    for d, f in enumerate(wide_reads(name, size)):
         z = np.load(f)
         reads, yw = {r: z[r] for r in READERS}, z["yw"]
         K = int(max(r.shape[1] for r in reads.values()))

@@ -3,10 +3,11 @@
 The folds' T sharpens (T < 1) in most draws, and at 16-64 texts that is the
 choice's luck; softening is what a lucky pick would need. Evaluated on the
 pick's saved out-of-fold, and wide probabilities of the 80 design draws
-(../calibration-2026-12-03/arrays), with that folder's calib.py helpers. No engine."""
+(../calibration-2026-12-03's arrays, in that experiment's cache folder outside
+the repository: ``calib.ARRAYS``, regenerated with the engine when absent),
+with that folder's calib.py helpers. No engine once they are there."""
 
 import collections
-import glob
 import sys
 from pathlib import Path
 
@@ -15,10 +16,10 @@ from scipy.special import softmax
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "calibration-2026-12-03"))
-from calib import ece_, fitT, sem  # noqa: E402  (that folder's helpers)
+from calib import arrays, ece_, fitT, sem  # noqa: E402  (that folder's helpers)
 
 res = collections.defaultdict(lambda: collections.defaultdict(list))
-for f in sorted(glob.glob(str(HERE.parent / "calibration-2026-12-03" / "arrays" / "*.npz"))):
+for f in arrays():
     z = np.load(f)
     if "oof" not in z or "wide" not in z:
         continue

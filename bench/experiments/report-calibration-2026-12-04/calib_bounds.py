@@ -14,10 +14,13 @@ Three bounds per draw, on the pick's saved wide probabilities (no engine):
   (``fitting.calibration.mean_bias`` over the predicted texts, toward the
   training labels' prior), alone and after the shrunk temperature.
 
-usage: calib_bounds.py ARRAYS_FOLDER [ARRAYS_FOLDER ...]   (cells with 64 texts or more)"""
+usage: calib_bounds.py [ARRAYS_FOLDER ...]   (cells with 64 texts or more)
+
+Without a folder it reads the design sets' arrays (``calib.ARRAYS``) and the
+report sets' (``report_arrays.ARRAYS``), both in their experiments' cache
+folders outside the repository, each regenerated with the engine when absent."""
 
 import collections
-import glob
 import sys
 from pathlib import Path
 
@@ -27,7 +30,9 @@ from scipy.special import log_softmax
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 sys.path.insert(0, str(HERE.parent / "calibration-2026-12-03"))
-from calib import fit_bias, sem
+sys.path.insert(0, str(HERE))
+from calib import arrays, fit_bias, saved, sem
+from report_arrays import arrays as report_arrays
 
 from bench.selection import ece_floor
 from bench.selection import expected_calibration_error as ece
@@ -98,12 +103,12 @@ def one_draw(z, rng):
 def main():
     rng = np.random.default_rng(0)
     cells = collections.defaultdict(list)
-    for folder in sys.argv[1:]:
-        for path in sorted(glob.glob(folder + "/*.npz")):
-            z = np.load(path)
-            dataset, texts, _ = Path(path).stem.rsplit("_", 2)
-            if "wide" in z and "oof_rows" in z and int(texts) >= 64:
-                cells[(dataset, int(texts))].append(one_draw(z, rng))
+    files = [f for folder in sys.argv[1:] for f in saved(folder)] if len(sys.argv) > 1 else arrays() + report_arrays()
+    for path in files:
+        z = np.load(path)
+        dataset, texts, _ = Path(path).stem.rsplit("_", 2)
+        if "wide" in z and "oof_rows" in z and int(texts) >= 64:
+            cells[(dataset, int(texts))].append(one_draw(z, rng))
     print(f"wide-test ECE, mean ± standard error over the draws; fresh: {FRESH_TRIALS} random fits per draw")
     print("| set, texts | draws | " + " | ".join(COLUMNS) + " |")
     print("|---|---:|" + "---:|" * len(COLUMNS))

@@ -5,12 +5,14 @@ For each draw of ``bench/selection.py`` (its seeds, training rows, 300 test
 texts and ``wide`` pool texts), one default ``LLMLabelClassifierCV`` fit with
 ``recalibrate="temperature"``, the chosen candidate's out-of-fold
 log-probabilities caught during the fit (``exp_mix.fit_capturing``), and its
-probabilities on the test and wide texts, saved as ``arrays/{name}_{n}_{d}.npz``
-in the layout of ``../calibration-2026-12-03/arrays`` (which ``tshrink.py``
-reads). Per-draw picks, temperatures (unshrunk: run before
-``temperature.shrunk`` was merged) and seconds go to ``draws.json``.
+probabilities on the test and wide texts, saved as ``{name}_{n}_{d}.npz`` in
+``ARRAYS``, this experiment's cache folder outside the repository, in the
+layout of ``../calibration-2026-12-03``'s arrays (which ``tshrink.py`` reads).
+Per-draw picks, temperatures (unshrunk: run before ``temperature.shrunk`` was
+merged) and seconds go to ``draws.json`` here. A draw is skipped when
+``draws.json`` holds its record and the cache its arrays.
 
-usage: report_arrays.py DATASETS SIZES DRAWS WIDE   (comma-separated lists)"""
+usage: report_arrays.py DATASETS SIZES DRAWS WIDE   (comma-separated lists; starts the engine)"""
 
 import json
 import sys
@@ -22,9 +24,19 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 sys.path.insert(0, str(HERE.parent / "calibration-2026-12-03"))
+from calib import experiments_cache, saved
 from exp_mix import each_draw, fit_capturing
 
 from bench import selection as S
+
+#: The report sets' arrays: per draw, the pick's out-of-fold log-probabilities, its test and wide probabilities.
+ARRAYS = experiments_cache(HERE.name) / "arrays"
+
+
+def arrays() -> list[str]:
+    """The saved arrays (emotion and AG News, 64 and 128 texts, 10 draws, 1000 wide texts); when the cache
+    has none, this script writes them first, with the engine."""
+    return saved(ARRAYS, writer=[HERE / "report_arrays.py", "emotion,ag_news", "64,128", "10", "1000"])
 
 
 def main():
@@ -32,15 +44,16 @@ def main():
     draws, wide_n = range(int(sys.argv[3])), int(sys.argv[4])
     log = HERE / "draws.json"
     res = json.loads(log.read_text()) if log.exists() else {}
-    (HERE / "arrays").mkdir(exist_ok=True)
-    for key, seed, X, y, Xt, yt, Xw, yw in each_draw(names, sizes, draws, wide_n, res):
+    ARRAYS.mkdir(parents=True, exist_ok=True)
+    done = {key for key in res if (ARRAYS / f"{key.replace('/', '_')}.npz").is_file()}
+    for key, seed, X, y, Xt, yt, Xw, yw in each_draw(names, sizes, draws, wide_n, done):
         began = time.perf_counter()
         base = dict(progress=False, low_mass="ignore", random_state=seed)
         search, captured = fit_capturing(base, X, y)
         classes = list(search.classes_)
         p, pw = search.best_estimator_.predict_proba(Xt), search.best_estimator_.predict_proba(Xw)
         np.savez_compressed(
-            str(HERE / "arrays" / f"{key.replace('/', '_')}.npz"),
+            str(ARRAYS / f"{key.replace('/', '_')}.npz"),
             **captured,
             test=p,
             yt=np.array([classes.index(v) for v in yt]),
