@@ -177,6 +177,9 @@ def _number(pattern: str, text: str) -> float:
 def _label_modes(text: str) -> None:
     accuracy = _number(r"^full_sequence accuracy (\S+) with 3 reads per text", text)  # " Sci/Tech": 3 tokens
     assert 0.3 <= accuracy <= 1.0  # chance is 0.25; the model scores ~0.6 on AG News
+    # AG News's labels branch only at their first token: the constrained reading is one read, first_token's numbers
+    assert _number(r"^constrained reads (\d+) per text", text) == 1
+    assert _number(r"max \|constrained - first_token\| probability: (\S+)", text) <= 1e-5
 
 
 def _several_outputs(text: str) -> None:
