@@ -719,13 +719,13 @@ def summary(doc: dict[str, Any]) -> str:
              (f"Protocol: per dataset a fixed test set of {p['test']} texts and {p['draws']} random training sets "
               "per size; one default `LLMLabelClassifierCV(LLMLabelClassifier(random_state=0))` fit per draw. "
               "Mean ± standard error over the draws; accuracy differences in points; \"best fixed\" is the fixed "
-              "mode with the best *test* accuracy in each draw (an oracle no user has). ECE beside its floor (what "
-              "perfectly calibrated probabilities would show on the same texts). Defaults were chosen on the "
+              "mode with the best *test* accuracy in each draw (an oracle no user has); ECE beside its floor is in "
+              "the full results page. Defaults were chosen on the "
               "design sets (" + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only."), "",
-             "| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot | ECE (floor) "
+             "| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot "
              "| test log-loss − `-held_out_score_` | ±2 SE covers test | log-loss − zero-shot's "
              "| draws worse by > 0.05 | zero-shot passes |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
     for name in sorted(agg, key=lambda k: (SETS[k][1] != "report", k)):
         for n in sorted(agg[name], key=int):
@@ -736,13 +736,15 @@ def summary(doc: dict[str, Any]) -> str:
             covers, worse = f.get("estimate_covers", [None]), f.get("worse_than_zero_shot_005", [None, None, 0])
             lines.append(f"| {name} ({SETS[name][1]}) | {n} | {a['draws']} | {pm(f['accuracy'], 3, False)} "
                          f"| {pm(f['vs_best_fixed'])} | {pm(f['vs_zero_shot'])} "
-                         f"| {pm(f['ece'], 3, False)} ({pm(f['ece_floor'], 3, False)}) "
                          f"| {pm(f['estimate_bias'], 3)} "
                          f"| {'–' if covers[0] is None else f'{covers[0]:.0%}'} "
                          f"| {pm(f.get('log_loss_vs_zero_shot'), 3)} "
                          f"| {'–' if worse[0] is None else f'{round(worse[0] * worse[2])} of {worse[2]}'} "
                          f"| {pm(f['zero_shot_passes'], 1, False)} |")
             missed = aims(f)
+            failed = sum("fit_error" in r for r in doc["draws"].values() if r["dataset"] == name and str(r["n"]) == n)
+            if failed:
+                missed.append(f"the fit raised in {failed} of {a['draws']} draws")
             if missed:
                 verdicts.append(f"{name} at {n}: {', '.join(missed)}")
     lines += ["", "Aims (estimate − test within ±0.03 nats or 2 SE; ±2 SE covers in ≥ 80% of draws; log-loss "

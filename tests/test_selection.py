@@ -25,6 +25,7 @@ from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
+from llm_label_clf.selection.folds import refittable
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
 from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
@@ -443,6 +444,26 @@ def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2
 
 
 # --- the selection rules, on hand-built score tables (no engine) --------------
+
+
+def test_a_learned_few_shot_candidate_its_refit_could_not_fit_is_left_out():
+    """``few_shot=4`` with the learned calibration fits its regression on the
+    texts outside the examples, 2 of every class: with a class of 5 texts
+    (4 examples, 1 left) it is left out before anything is read, with a
+    warning naming the class; every other candidate stays, in order. The
+    protocol's 32-text draws raised at the refit in 3 of 30 fits before this."""
+    y = np.array(["a"] * 10 + ["b"] * 6 + ["c"] * 5)
+    found = [Candidate(0, {"few_shot": 0, "calibration": "learned"}),
+             Candidate(1, {"few_shot": 4, "calibration": "batch"}),
+             Candidate(1, {"few_shot": 4, "calibration": "learned", "class_weight": None}),
+             Candidate(2, {"few_shot": 3, "calibration": "learned", "class_weight": None}),
+             Candidate(None, {"stack": True, "class_weight": None})]
+    with pytest.warns(UserWarning, match=r"few_shot=4 \(class 'c' has 5 texts\) is left out"):
+        kept = refittable(found, y)
+    assert kept == [found[0], found[1], found[3], found[4]]
+    with pytest.raises(ValueError, match=r"few_shot=4 \(class 'c' has 5 texts\) leaves no candidate"):
+        refittable([found[2]], y)
+    assert refittable(found, np.array(["a"] * 6 + ["b"] * 6)) == found  # 4 examples leave 2 of each
 
 
 def test_one_se_takes_the_simplest_within_one_standard_error_and_best_the_highest():

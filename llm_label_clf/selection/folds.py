@@ -20,7 +20,7 @@ from ..exceptions import warn_user
 from .candidates import Candidate
 from .rules import split_sem
 
-__all__ = ["fold_count", "results", "scorer", "split_rows", "usable_few_shots"]
+__all__ = ["fold_count", "refittable", "results", "scorer", "split_rows", "usable_few_shots"]
 
 
 def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
@@ -79,6 +79,39 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
             "more labelled texts to try them",
             UserWarning,
         )
+    return kept
+
+
+def refittable(found: Sequence[Any], y: np.ndarray) -> list[Any]:
+    """The candidates of ``found`` whose refit on every text can be fitted,
+    in order. A few-shot candidate with ``calibration="learned"`` fits its
+    regression, as ``LLMLabelClassifier`` does, on the texts outside its
+    examples, at least 2 of every class (``few_shot`` takes at most a
+    class's count): with a class of fewer than ``few_shot`` + 2 texts it is
+    left out, with a warning naming the class. (The search could score it:
+    every text is read there; the refit, the estimator a user gets, could not
+    be fitted: the 32-text protocol draws failed so in 3 of 30 fits.) Raises
+    ValueError when none is left."""
+    labels, counts = np.unique(y, return_counts=True)
+    kept, left_out = [], {}
+    for c in found:
+        k = c.params.get("few_shot", 0)
+        if c.params.get("calibration") == "learned" and isinstance(k, numbers.Integral) and k > 0:
+            short = labels[counts < k + 2]
+            if len(short):
+                left_out[int(k)] = (str(short[0]), int(counts[labels == short[0]][0]))
+                continue
+        kept.append(c)
+    if left_out:
+        said = "; ".join(f"few_shot={k} (class {name!r} has {n} texts)" for k, (name, n) in left_out.items())
+        message = (
+            f"LLMLabelClassifierCV: calibration='learned' with {said} is left out: its refit fits the regression "
+            "on the texts outside the examples, at least 2 of every class; pass more labelled texts of that class "
+            "to try it"
+        )
+        if not kept:
+            raise ValueError(message.replace("is left out", "leaves no candidate") + ", or add calibrations")
+        warn_user(message, UserWarning)
     return kept
 
 

@@ -43,7 +43,7 @@ from ..reading.driver import reads_per_text
 from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
 from .estimate import bootstrap_sem, nested_choices, pair_splits
-from .folds import results, scorer, split_rows, usable_few_shots
+from .folds import refittable, results, scorer, split_rows, usable_few_shots
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
 from .scores import ReaderReads, StackingHead, fold_model, score_fold
@@ -95,6 +95,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         A count that would leave fewer than 4 texts, or fewer than 2 classes
         with 2 texts, outside its examples is lowered to the largest count
         that leaves enough (or left out when none does), with a warning.
+        A count with ``calibration="learned"`` is left out (with a warning)
+        where a class has fewer than the count + 2 texts: the refit fits that
+        regression on 2 texts of every class outside the examples at least.
     calibrations : list, default=(None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -427,6 +430,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         for c in found:  # every candidate checked before the engine is asked for
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
+        found = refittable(found, y_values)
         fallback = self._fallback(readers, few_shots)  # after the checks: its count is then an int
         if fallback is not None:
             _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
