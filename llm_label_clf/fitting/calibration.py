@@ -42,6 +42,7 @@ __all__ = [
     "CALIBRATION_PRIORS",
     "CONTENT_FREE_INPUTS",
     "LEARNED_CS",
+    "LEARNED_MIN_PER_CLASS",
     "MIN_BATCH",
     "Calibration",
     "LearnedCalibrator",
@@ -67,6 +68,8 @@ MIN_BATCH = 16
 CALIBRATION_PRIORS = ("y", "uniform")
 #: The inverse regularisation strengths the learned calibration chooses from.
 LEARNED_CS = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: The learned calibration's fewest rows of a class (a fold must hold one out and keep one).
+LEARNED_MIN_PER_CLASS = 2
 #: Training texts batch calibration's small-call fallback is estimated on.
 BATCH_PRIOR_ROWS = 256
 
@@ -142,8 +145,8 @@ class LearnedCalibrator:
         from sklearn.model_selection import StratifiedKFold
 
         counts = np.bincount(y_index, minlength=n_classes)
-        if counts.min() < 2:
-            missing = np.flatnonzero(counts < 2).tolist()
+        if counts.min() < LEARNED_MIN_PER_CLASS:
+            missing = np.flatnonzero(counts < LEARNED_MIN_PER_CLASS).tolist()
             raise ValueError(
                 f"calibration='learned' needs at least 2 training texts of every class outside the "
                 f"few-shot examples; class indices {missing} have fewer: pass more labelled texts "

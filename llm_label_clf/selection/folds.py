@@ -17,6 +17,7 @@ from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import RepeatedStratifiedKFold, check_cv
 
 from ..exceptions import warn_user
+from ..fitting.calibration import LEARNED_MIN_PER_CLASS
 from .candidates import Candidate
 from .rules import split_sem
 
@@ -97,7 +98,7 @@ def refittable(found: Sequence[Any], y: np.ndarray) -> list[Any]:
     for c in found:
         k = c.params.get("few_shot", 0)
         if c.params.get("calibration") == "learned" and isinstance(k, numbers.Integral) and k > 0:
-            short = labels[counts < k + 2]
+            short = labels[counts < k + LEARNED_MIN_PER_CLASS]
             if len(short):
                 left_out[int(k)] = (str(short[0]), int(counts[labels == short[0]][0]))
                 continue
