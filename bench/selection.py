@@ -115,16 +115,21 @@ def draw_rows(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
     return rows
 
 
-def test_and_pool(name: str, n_test: int) -> tuple[Any, Any]:
-    """The dataset's fixed stratified test set and the pool the draws come from."""
+def test_and_pool(name: str, n_test: int, from_pool: bool = False) -> tuple[Any, Any]:
+    """The dataset's fixed stratified test set and the pool the draws come from.
+    ``from_pool``: where the dataset has its own training file (TREC), the test
+    set is split off that file too, so test texts are drawn like the training
+    texts (TREC's test file differs from its training file in source and class
+    mix: a shift no held-out estimate from the training texts can see)."""
     import pandas as pd
     from sklearn.model_selection import train_test_split
 
     from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / SETS[name][0])[["text", "label"]]
+    source = POOLS[name] if from_pool and name in POOLS else SETS[name][0]
+    frame = pd.read_csv(datasets_dir() / source)[["text", "label"]]
     pool, test = train_test_split(frame, test_size=n_test, stratify=frame["label"], random_state=TEST_SEED)
-    if name in POOLS:
+    if name in POOLS and not from_pool:
         pool = pd.read_csv(datasets_dir() / POOLS[name])[["text", "label"]]
     test, pool = test.sort_index(), pool.sort_index()
     missing = sorted(set(frame["label"]) - set(pool["label"]))
@@ -834,6 +839,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64, 128])
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--test", type=int, default=300)
+    parser.add_argument("--test-from-pool", action="store_true",
+                        help="split the test texts off the training file where a dataset has one (TREC): "
+                        "test and training texts drawn alike")
     parser.add_argument("--repeats", type=int, default=4,
                         help="the fit's n_repeats (the default estimator has 1: what report runs use)")
     parser.add_argument("--resume", action="store_true", help="keep the draws already in the JSON, skip them")
@@ -855,11 +863,14 @@ def main() -> None:
 
     path = OUT.with_suffix(".json")
     protocol = {"test": args.test, "repeats": args.repeats, "draws": args.draws, "test_seed": TEST_SEED}
+    if args.test_from_pool:
+        protocol["test_from_pool"] = True
     doc: dict[str, Any] = {"protocol": protocol, "sessions": [], "datasets": {}, "notes": [], "draws": {}}
     if args.resume and path.exists():
         doc = json.loads(path.read_text())
         # each draw records its own repeats; the test set must be the same
-        if {k: doc["protocol"][k] for k in ("test", "test_seed")} != {k: protocol[k] for k in ("test", "test_seed")}:
+        same = ("test", "test_seed", "test_from_pool")
+        if {k: doc["protocol"].get(k) for k in same} != {k: protocol.get(k) for k in same}:
             raise SystemExit(f"--resume: {path} was run with {doc['protocol']}; these arguments say {protocol}")
         doc["protocol"]["draws"] = max(doc["protocol"]["draws"], args.draws)
     elif path.exists():
@@ -869,9 +880,10 @@ def main() -> None:
     doc["sessions"].append(session)
     began = time.perf_counter()
     for name in names:
-        test, pool = test_and_pool(name, args.test)
+        test, pool = test_and_pool(name, args.test, args.test_from_pool)
         n_classes = test["label"].nunique()
-        doc["datasets"][name] = {"file": SETS[name][0], "set": SETS[name][1], "classes": n_classes,
+        source = POOLS[name] if args.test_from_pool and name in POOLS else SETS[name][0]
+        doc["datasets"][name] = {"file": source, "set": SETS[name][1], "classes": n_classes,
                                  "test": len(test), "pool": len(pool)}
         sizes = [n for n in args.sizes if n >= n_classes]
         notes = [f"{name}: {n} texts skipped, fewer than its {n_classes} classes"
