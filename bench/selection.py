@@ -115,6 +115,11 @@ def draw_rows(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
     return rows
 
 
+def test_file(name: str, from_pool: bool = False) -> str:
+    """The file the dataset's test set is split off (``from_pool``: see ``test_and_pool``)."""
+    return POOLS[name] if from_pool and name in POOLS else SETS[name][0]
+
+
 def test_and_pool(name: str, n_test: int, from_pool: bool = False) -> tuple[Any, Any]:
     """The dataset's fixed stratified test set and the pool the draws come from.
     ``from_pool``: where the dataset has its own training file (TREC), the test
@@ -126,8 +131,7 @@ def test_and_pool(name: str, n_test: int, from_pool: bool = False) -> tuple[Any,
 
     from llm_label_clf.testing import datasets_dir
 
-    source = POOLS[name] if from_pool and name in POOLS else SETS[name][0]
-    frame = pd.read_csv(datasets_dir() / source)[["text", "label"]]
+    frame = pd.read_csv(datasets_dir() / test_file(name, from_pool))[["text", "label"]]
     pool, test = train_test_split(frame, test_size=n_test, stratify=frame["label"], random_state=TEST_SEED)
     if name in POOLS and not from_pool:
         pool = pd.read_csv(datasets_dir() / POOLS[name])[["text", "label"]]
@@ -882,9 +886,8 @@ def main() -> None:
     for name in names:
         test, pool = test_and_pool(name, args.test, args.test_from_pool)
         n_classes = test["label"].nunique()
-        source = POOLS[name] if args.test_from_pool and name in POOLS else SETS[name][0]
-        doc["datasets"][name] = {"file": source, "set": SETS[name][1], "classes": n_classes,
-                                 "test": len(test), "pool": len(pool)}
+        doc["datasets"][name] = {"file": test_file(name, args.test_from_pool), "set": SETS[name][1],
+                                 "classes": n_classes, "test": len(test), "pool": len(pool)}
         sizes = [n for n in args.sizes if n >= n_classes]
         notes = [f"{name}: {n} texts skipped, fewer than its {n_classes} classes"
                  for n in sorted(set(args.sizes) - set(sizes))]

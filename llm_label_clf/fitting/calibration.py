@@ -148,8 +148,8 @@ class LearnedCalibrator:
         if counts.min() < LEARNED_MIN_PER_CLASS:
             missing = np.flatnonzero(counts < LEARNED_MIN_PER_CLASS).tolist()
             raise ValueError(
-                f"calibration='learned' needs at least 2 training texts of every class outside the "
-                f"few-shot examples; class indices {missing} have fewer: pass more labelled texts "
+                f"calibration='learned' needs at least {LEARNED_MIN_PER_CLASS} training texts of every class "
+                f"outside the few-shot examples; class indices {missing} have fewer: pass more labelled texts "
                 "to fit, lower few_shot, or use calibration='batch' or 'contextual'"
             )
         k = int(min(5, counts.min()))
