@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -880,7 +881,7 @@ def main() -> None:
     elif path.exists():
         path.rename(path.with_suffix(".json.bak"))
     session = {"machine": machine(), "load_avg_start": os.getloadavg()[0], "started": time.strftime("%Y-%m-%d %H:%M"),
-               "args": vars(args)}
+               "args": vars(args), "commit": commit(), "read_store": os.environ.get("LLM_LABEL_CLF_READ_STORE")}
     doc["sessions"].append(session)
     began = time.perf_counter()
     for name in names:
@@ -921,6 +922,15 @@ def main() -> None:
                 print(draw_line(record, time.perf_counter() - began), flush=True)
     write(doc)
     print(summary(doc))
+
+
+def commit() -> str:
+    """The library's git commit, "+dirty" when the work tree has changes: which estimator made the draws."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
 def draw_line(r: dict[str, Any], elapsed: float) -> str:
