@@ -168,7 +168,8 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     text: plans, no reads) and a logistic regression fitted on the reads the
     scoring made, each text under a prompt that does not show it (as
     StackingClassifier fits on out-of-fold predictions); refitting it reads
-    nothing."""
+    nothing. Where the nested estimate's choice is the stack, it scores the
+    split with heads fitted on every text but a part of it."""
     X, y = sst2
     base = make_classifier(random_state=0, low_mass="ignore")
     y_index = np.searchsorted(selected.classes_, y)
@@ -176,6 +177,7 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     fitted = [clone(base).set_params(**p, calibration=None).fit(X, y) for p in selected.readers_]
     with ReadCache().active():
         reads = [read_reader(r, records, y_index, "test") for r in fitted]
+        best = clone(selected).set_params(rule="best").fit(X, y)  # its reads: this cache's
     stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
     cache = ReadCache()
     with cache.active():
@@ -195,20 +197,26 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     with ReadCache().active():
         features = model.named_steps["features"].transform(X)
     assert np.abs(features - scored).max() > 1e-3
-    # where the nested choice is the stack, the estimate scores each part of the split with a head fitted on
-    # every other text (the refit's head sees every text), not on the fold's training rows alone
-    params = selected.cv_results_["params"][stacked]
+    # where the nested choice is the stack (rule "best" takes it on split 2 of these texts), the estimate scores
+    # each part of the split with a head fitted on every other text (the refit's head sees every text), not on
+    # the fold's training rows alone
+    params = best.cv_results_["params"][stacked]
     folds = list(StratifiedKFold(3).split(X, y_index))  # cv=3: GridSearchCV's unshuffled folds
-    for k in np.flatnonzero(selected.held_out_choices_ == stacked):
+    splits = np.column_stack([best.cv_results_[f"split{k}_test_neg_log_loss"] for k in range(3)])
+    seed = head.random_state
+    chose_stack = np.flatnonzero(best.held_out_choices_ == stacked)
+    assert len(chose_stack), f"rule 'best' chose {best.held_out_choices_}, never the stack {stacked}"
+    for k in chose_stack:
         test = folds[k][1]
         proba = np.empty((len(test), len(selected.classes_)))
         for p in range(DENSE_PARTS):
             part = test[p::DENSE_PARTS]
-            head = StackingHead(params["class_weight"], head.random_state)
-            head.fit(np.delete(scored, part, axis=0), np.delete(y, part))
-            proba[p::DENSE_PARTS] = head.predict_proba(scored[part])
+            part_head = StackingHead(params["class_weight"], seed).fit(np.delete(scored, part, axis=0), np.delete(y, part))
+            proba[p::DENSE_PARTS] = part_head.predict_proba(scored[part])
         loss = -np.mean(np.log(proba[np.arange(len(test)), y_index[test]]))
-        assert selected.held_out_split_scores_[k] == pytest.approx(-loss, rel=1e-9)
+        assert best.held_out_split_scores_[k] == pytest.approx(-loss, rel=1e-9)
+        assert best.held_out_split_scores_[k] != splits[stacked, k]  # not the fold's fit on two thirds
+    assert best.held_out_score_ == pytest.approx(np.mean(best.held_out_split_scores_), rel=1e-12)
 
 
 def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2):
