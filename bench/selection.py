@@ -405,6 +405,11 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
         # the default (recalibrate=None) gives best_estimator_'s probabilities; "test" was with the
         # temperature in the first sst2 draws, which fitted recalibrate="temperature" as their default
         "test": test_without, "test_without_temperature": test_without,
+        # the pick's loss on every test text, in test-set order: the test set is one sample shared by every
+        # draw, so its own sampling error (a bootstrap over these) belongs in the estimate's error bar too
+        "test_losses": [round(float(v), 5) for v in
+                        -np.log(np.clip(without[np.arange(len(yt)), np.searchsorted(search.classes_, yt)], 1e-12, 1))],
+        "held_out_split_scores": [float(v) for v in getattr(search, "held_out_split_scores_", [])],
         "test_with_temperature": scores(search.classes_, search.predict_proba(Xt), yt),
         "pick_complexity": int(complexity[search.best_index_]),
         "variant_matches_fit": own == int(search.best_index_),
