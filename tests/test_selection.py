@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 from scipy.special import softmax
 from sklearn.base import clone
-from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import Pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier
@@ -25,7 +24,7 @@ from llm_label_clf.fitting.calibration import class_prior
 from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
-from llm_label_clf.selection.estimate import DENSE_PARTS, bootstrap_sem, densified, nested_choices, pair_splits
+from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
 from llm_label_clf.selection.folds import refittable
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
@@ -155,10 +154,7 @@ def test_standard_errors_complexity_and_held_out_estimate_are_arithmetic_on_the_
     splits = np.column_stack([results[f"split{k}_test_neg_log_loss"] for k in range(3)])
     chosen = selected.held_out_choices_
     assert chosen.shape == (3,) and (chosen >= 0).all()
-    assert selected.held_out_score_ == pytest.approx(np.mean(selected.held_out_split_scores_), rel=1e-12)
-    for k, c in enumerate(chosen):  # a stacked choice's own score from more texts: the stacked test
-        if not results["params"][c].get("stack"):
-            assert selected.held_out_split_scores_[k] == splits[c, k]
+    assert selected.held_out_score_ == pytest.approx(np.mean([splits[c, k] for k, c in enumerate(chosen)]), rel=1e-12)
     assert np.isfinite(selected.held_out_score_) and selected.held_out_score_sem_ > 0
     assert selected.n_folds_ == selected.n_splits_ == 3
 
@@ -168,8 +164,7 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     text: plans, no reads) and a logistic regression fitted on the reads the
     scoring made, each text under a prompt that does not show it (as
     StackingClassifier fits on out-of-fold predictions); refitting it reads
-    nothing. Where the nested estimate's choice is the stack, it scores the
-    split with heads fitted on every text but a part of it."""
+    nothing."""
     X, y = sst2
     base = make_classifier(random_state=0, low_mass="ignore")
     y_index = np.searchsorted(selected.classes_, y)
@@ -177,7 +172,6 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     fitted = [clone(base).set_params(**p, calibration=None).fit(X, y) for p in selected.readers_]
     with ReadCache().active():
         reads = [read_reader(r, records, y_index, "test") for r in fitted]
-        best = clone(selected).set_params(rule="best").fit(X, y)  # its reads: this cache's
     stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
     cache = ReadCache()
     with cache.active():
@@ -197,26 +191,6 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     with ReadCache().active():
         features = model.named_steps["features"].transform(X)
     assert np.abs(features - scored).max() > 1e-3
-    # where the nested choice is the stack (rule "best" takes it on split 2 of these texts), the estimate scores
-    # each part of the split with a head fitted on every other text (the refit's head sees every text), not on
-    # the fold's training rows alone
-    params = best.cv_results_["params"][stacked]
-    folds = list(StratifiedKFold(3).split(X, y_index))  # cv=3: GridSearchCV's unshuffled folds
-    splits = np.column_stack([best.cv_results_[f"split{k}_test_neg_log_loss"] for k in range(3)])
-    seed = head.random_state
-    chose_stack = np.flatnonzero(best.held_out_choices_ == stacked)
-    assert len(chose_stack), f"rule 'best' chose {best.held_out_choices_}, never the stack {stacked}"
-    for k in chose_stack:
-        test = folds[k][1]
-        proba = np.empty((len(test), len(selected.classes_)))
-        for p in range(DENSE_PARTS):
-            part = test[p::DENSE_PARTS]
-            part_head = StackingHead(params["class_weight"], seed).fit(np.delete(scored, part, axis=0), np.delete(y, part))
-            proba[p::DENSE_PARTS] = part_head.predict_proba(scored[part])
-        loss = -np.mean(np.log(proba[np.arange(len(test)), y_index[test]]))
-        assert best.held_out_split_scores_[k] == pytest.approx(-loss, rel=1e-9)
-        assert best.held_out_split_scores_[k] != splits[stacked, k]  # not the fold's fit on two thirds
-    assert best.held_out_score_ == pytest.approx(np.mean(best.held_out_split_scores_), rel=1e-12)
 
 
 def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2):
@@ -420,7 +394,6 @@ def test_repeats_and_an_enclosing_cache_read_nothing_more(engine, sst2):
     chosen = twice.held_out_choices_  # each split's nested choice, from its own repeat's other folds
     assert chosen.shape == (6,) and (chosen >= 0).all()
     assert twice.held_out_score_ == pytest.approx(np.mean([splits[c, k] for k, c in enumerate(chosen)]), rel=1e-12)
-    np.testing.assert_array_equal(twice.held_out_split_scores_, [splits[c, k] for k, c in enumerate(chosen)])
     assert twice.held_out_score_sem_ > 0
     assert twice.temperature_ == 1.0
     np.testing.assert_array_equal(proba, best_proba)
@@ -554,34 +527,6 @@ def test_the_nested_choice_never_uses_the_split_it_is_scored_on():
     assert nested_choices(gone, inner, np.array([0, 0]), "best", 3)[1] == -1
     with pytest.raises(ValueError, match="must be at least 2 and divide the 3 splits"):
         pair_splits(folds, 2)
-
-
-def test_a_stacked_choice_is_scored_by_fits_on_every_text_but_a_part_of_the_split():
-    """``densified``: the split's rows, in their order, each predicted by a
-    model fitted on every row but its part's (DENSE_PARTS interleaved parts):
-    never on itself, on every other text of the split. A fit's ValueError
-    reaches the caller (the search then keeps the fold's fit)."""
-    fits: list[np.ndarray] = []
-
-    def model_on(train: np.ndarray):
-        fits.append(train)
-        return lambda test: np.column_stack([np.asarray(test, float), np.full(len(test), float(len(train)))])
-
-    test = np.array([3, 4, 7, 8, 11, 15, 16, 19, 20])
-    out = densified(model_on, 24, test)
-    assert len(fits) == DENSE_PARTS == 4
-    np.testing.assert_array_equal(out[:, 0], test)  # every row predicted, in its place
-    for p, train in enumerate(fits):
-        part = test[p::DENSE_PARTS]
-        np.testing.assert_array_equal(train, np.setdiff1d(np.arange(24), part))
-        np.testing.assert_array_equal(out[p::DENSE_PARTS, 1], 24 - len(part))
-    assert densified(model_on, 24, test[:2]).shape == (2, 2)  # fewer rows than parts: one fit per row
-
-    def failing(train: np.ndarray):
-        raise ValueError("a class has one text")
-
-    with pytest.raises(ValueError, match="one text"):
-        densified(failing, 24, test)
 
 
 def test_the_bootstrap_error_follows_the_texts_losses():

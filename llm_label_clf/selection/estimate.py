@@ -11,18 +11,6 @@ reader's prompts for the other folds may show texts of ``s`` as examples).
 The chosen candidate, fitted on every row outside ``s``, is then scored on
 ``s``; the estimate is the mean over the splits, as ``best_score_`` is.
 
-A stacked choice is scored from more texts (``densified``): each of
-``DENSE_PARTS`` parts of ``s`` is predicted by the stack fitted on every
-other text, 95% of them at 5 folds, not the 80% outside ``s``. The refit
-fits its head on every text, and a head on readers x classes features
-learns much from the last fifth: at 128 texts (10 draws per design set,
-bf16, AMD EPYC) the estimate of a stacked pick fitted on the 80% was
-0.046 +- 0.012 nats below its test score on SST-2 (9 draws) and 0.118 +-
-0.029 on TREC (6), while single-reader picks, whose learned calibration
-has a reader's classes as features, were not below theirs (SST-2 +0.016
-and +0.035 at 32 and 64 texts). The choice of ``s`` never sees ``s``, so a
-text of ``s`` predicted by a model fitted on the others is still held out.
-
 Its standard error comes from the texts, not from the 5 fold means: a
 bootstrap over the scored texts (each text drawn with its multiplicity into
 every split that tests it, so repeats share the draw), rescoring every
@@ -39,40 +27,11 @@ import numpy as np
 
 from .rules import choose, split_sem
 
-__all__ = ["BOOTSTRAP_DRAWS", "DENSE_PARTS", "bootstrap_sem", "densified", "nested_choices", "pair_splits"]
+__all__ = ["BOOTSTRAP_DRAWS", "bootstrap_sem", "nested_choices", "pair_splits"]
 
 #: Bootstrap draws of the texts for ``held_out_score_sem_``: the standard
 #: error of a bootstrap standard error is about 1 / sqrt(2 * draws), 5%.
 BOOTSTRAP_DRAWS = 200
-
-
-#: The parts a held-out split is cut into when a stacked choice is scored
-#: from more texts (``densified``): at 5 folds each part is predicted from
-#: 1 - 1/20 of the texts. 4 fits of a 128-text stack take ~0.5 s.
-DENSE_PARTS = 4
-
-
-def densified(
-    model_on: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]],
-    n_rows: int,
-    test: np.ndarray,
-    parts: int = DENSE_PARTS,
-) -> np.ndarray:
-    """Held-out log-probabilities of the ``test`` rows (of ``n_rows``), each
-    of ``parts`` interleaved parts of them (``test[p::parts]``) predicted by
-    ``model_on(train)``, the model fitted on every row but that part's, as a
-    function of test rows. A ``ValueError`` from a fit propagates."""
-    test = np.asarray(test)
-    out: np.ndarray | None = None
-    for p in range(min(parts, len(test))):
-        part = np.arange(p, len(test), parts)
-        log_proba = model_on(np.setdiff1d(np.arange(n_rows), test[part]))(test[part])
-        if out is None:
-            out = np.empty((len(test), log_proba.shape[1]))
-        out[part] = log_proba
-    if out is None:
-        raise ValueError("densified: no test rows")
-    return out
 
 
 def pair_splits(

@@ -21,7 +21,7 @@ import contextlib
 import numbers
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import reads_per_text
 from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
-from .estimate import bootstrap_sem, densified, nested_choices, pair_splits
+from .estimate import bootstrap_sem, nested_choices, pair_splits
 from .folds import refittable, results, scorer, split_rows, usable_few_shots
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
@@ -232,9 +232,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         fitted without that split's rows, and its choice, fitted on every
         other row, is scored on the split; the mean over the splits. Compare
         it with ``best_score_`` to see how much the choice flattered itself.
-        A stacked choice is scored from more texts: each quarter of the split
-        predicted by the stack fitted on every other text
-        (``estimate.densified``), as the refit fits it on every text.
         NaN, with a warning saying why, with fewer than 3 folds, where no
         candidate could be scored on a split, or for the unscored fallback
         (``small_data``).
@@ -245,11 +242,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         cannot see a few texts with a large loss.
     held_out_choices_ : ndarray of shape (n_splits_,)
         For each split, the ``cv_results_`` row the nested choice took
-        without it (-1 where none could be scored).
-    held_out_split_scores_ : ndarray of shape (n_splits_,)
-        What each split's choice scored there: ``split<k>_test_<metric>`` at
-        its ``held_out_choices_`` row, or for a stacked choice its score from
-        more texts; ``held_out_score_`` is their mean (NaN where none).
+        without it (-1 where none could be scored): ``held_out_score_`` is the
+        mean of ``split<k>_test_<metric>`` at these rows.
     temperature_ : float
         The (shrunk) temperature applied to ``best_estimator_``'s probabilities
         (``recalibrate``); 1.0 when not recalibrated, or for the unscored
@@ -488,7 +482,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.best_params_ = dict(fallback.params)
         self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
         self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
-        self.held_out_split_scores_ = np.full(self.n_splits_, np.nan)
         count = fallback.params["few_shot"]
         warn_user(
             f"{type(self).__name__}: too few training texts to score few_shot={count} (it would leave fewer than 4 "
@@ -624,18 +617,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{name}: no candidate could be scored on every fold; " + "; ".join(failures)) from None
         self.best_params_ = dict(found[self.best_index_].params)
         self.best_score_ = float(means[self.best_index_])
-
-        def stacked(c: int, s: int) -> np.ndarray | None:
-            """The stacked candidate's log-probabilities of split ``s`` from
-            more texts (``estimate.densified``); None for any other."""
-            if c >= len(found) or found[c].reader is not None:
-                return None
-            def model_on(train: np.ndarray) -> Any:
-                return fold_model(found[c], reads, y_index, classes, train, clone(base.random_state, safe=False))
-
-            return densified(model_on, len(y_index), folds[s][1])
-
-        self._estimate(table, inner, held_out, metric, base, y_index, classes, folds, stacked)
+        self._estimate(table, inner, held_out, metric, base, y_index, classes, folds)
         return held_out
 
     def _choosing_scorer(self, base: LLMLabelClassifier, classes: np.ndarray) -> Any:
@@ -658,16 +640,12 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         y_index: np.ndarray,
         classes: np.ndarray,
         folds: list[Any],
-        stacked: Callable[[int, int], np.ndarray | None],
     ) -> None:
         """Sets ``held_out_score_`` (nested: ``estimate.nested_choices``) and
         its bootstrap standard error over the texts; NaN, with a warning that
-        says why, when it cannot be estimated. ``stacked(c, s)``: candidate
-        ``c``'s predictions of split ``s`` from more texts, where it has them
-        (the stack), taking the place of its fold's."""
+        says why, when it cannot be estimated."""
         self.held_out_score_ = self.held_out_score_sem_ = float("nan")
         self.held_out_choices_ = np.full(table.shape[1], -1, dtype=np.int64)
-        self.held_out_split_scores_ = np.full(table.shape[1], np.nan)
         name = type(self).__name__
         if self.n_folds_ < 3:  # with 2, an inner split would train on no row at all
             warn_user(
@@ -693,21 +671,13 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                 UserWarning,
             )
             return
+        self.held_out_choices_ = chosen
+        self.held_out_score_ = float(np.mean([table[c, s] for s, c in enumerate(chosen)]))
         def score(log_proba: np.ndarray, y: np.ndarray) -> float:
             return score_fold(self.scorer_, log_proba, classes, classes[y])[metric]
 
-        picks = [held_out[c][s] for s, c in enumerate(chosen)]
-        split_scores = np.array([table[c, s] for s, c in enumerate(chosen)])
-        for s, c in enumerate(chosen):
-            try:
-                more = stacked(int(c), s)
-            except ValueError:  # a part's fit failed: the split keeps its fold's fit
-                more = None
-            if more is not None:
-                picks[s], split_scores[s] = more, score(more, y_index[folds[s][1]])
-        self.held_out_choices_, self.held_out_split_scores_ = chosen, split_scores
-        self.held_out_score_ = float(np.mean(split_scores))
         seed = learned_seed(clone(base.random_state, safe=False))
+        picks = [held_out[c][s] for s, c in enumerate(chosen)]
         self.held_out_score_sem_ = bootstrap_sem(picks, folds, y_index, score, seed)
 
     @staticmethod
