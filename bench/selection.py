@@ -505,9 +505,14 @@ def wide_fields(f: dict[str, Any]) -> dict[str, float]:
     if "wide_test" not in f:
         return {}
     wide, with_t = f["wide_test"], f["wide_test_with_temperature"]
+    est, sem = f["held_out_score"], f["held_out_score_sem"]
+    known = bool(np.isfinite(est) and np.isfinite(sem))
     return {**{f"wide_{k}": wide[k] for k in ("texts", "accuracy", "ece", "ece_floor", "log_loss", "overconfidence")},
             "wide_ece_with_temperature": with_t["ece"],
-            "wide_ece_temperature_if_stacked": (with_t if f["pick_complexity"] == 3 else wide)["ece"]}
+            "wide_ece_temperature_if_stacked": (with_t if f["pick_complexity"] == 3 else wide)["ece"],
+            # the estimate against texts drawn afresh per draw: their luck is not shared by the draws
+            "wide_estimate_bias": est + wide["log_loss"] if known else None,
+            "wide_estimate_covers": float(abs(est + wide["log_loss"]) <= 2 * sem) if known else None}
 
 
 def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
@@ -792,7 +797,9 @@ def wide_table(agg: dict[str, dict[str, Any]]) -> list[str]:
         ("ECE", "wide_ece", 3, False), ("ECE floor", "wide_ece_floor", 3, False),
         ("ECE, T always", "wide_ece_with_temperature", 3, False),
         ("ECE, T on stacked picks", "wide_ece_temperature_if_stacked", 3, False),
-        ("log-loss", "wide_log_loss", 3, False), ("overconfidence", "wide_overconfidence", 3, True)])
+        ("log-loss", "wide_log_loss", 3, False), ("overconfidence", "wide_overconfidence", 3, True),
+        ("`held_out_score_` − wide-test score", "wide_estimate_bias", 3, True),
+        ("±2 SE covers it (share of draws)", "wide_estimate_covers", 2, False)])
 
 
 def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
