@@ -32,15 +32,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import cells, pm  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-BEFORE = HERE.parents[1] / "results" / "selection-nested.json"
-AFTER = HERE / "dense-draws.json"
+RESULTS = HERE.parents[1] / "results"
+#: (after, before): SST-2 on its fixed test set; TREC drawn alike, with wide tests
+PAIRS = [(HERE / "dense-draws.json", RESULTS / "selection-nested.json"),
+         (HERE / "dense-trec-draws.json", RESULTS / "selection-nested-trec-iid.json")]
 
 
-def bias_and_cover(draws: list[dict]) -> tuple[list[float], list[float]]:
+def bias_and_cover(draws: list[dict], wide: list[dict] | None = None) -> tuple[list[float], list[float]]:
+    """Per draw, the estimate minus the test score and whether ±2 SE covers it; against the
+    wide test recorded in ``wide`` (the same draws) where given."""
     bias, covers = [], []
-    for r in draws:
+    for i, r in enumerate(draws):
         f = r["fit"]
-        est, sem, test = f["held_out_score"], f["held_out_score_sem"], -f["test_without_temperature"]["log_loss"]
+        scored = (wide[i]["fit"]["wide_test"] if wide else f["test_without_temperature"])
+        est, sem, test = f["held_out_score"], f["held_out_score_sem"], -scored["log_loss"]
         if np.isfinite(est):
             bias.append(est - test)
             covers.append(float(abs(est - test) <= 2 * sem))
@@ -52,22 +57,28 @@ def stacked(r: dict) -> bool:
 
 
 def main() -> None:
-    print("| dataset | texts | draws | bias before | after | covers before | after "
+    print("| dataset | texts | test | draws | bias before | after | covers before | after "
           "| stacked picks | their bias before | after | picks kept |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    new = cells(json.loads(AFTER.read_text()))
-    old = cells(json.loads(BEFORE.read_text()))
-    for (name, n), draws in sorted(new.items()):
-        before = {r["draw"]: r for r in old.get((name, n), [])}
-        pairs = [(before[r["draw"]], r) for r in draws if r["draw"] in before]
-        b0, c0 = bias_and_cover([o for o, _ in pairs])
-        b1, c1 = bias_and_cover([a for _, a in pairs])
-        s0, _ = bias_and_cover([o for o, a in pairs if stacked(a)])
-        s1, _ = bias_and_cover([a for _, a in pairs if stacked(a)])
-        kept = sum(o["fit"]["best_params"] == a["fit"]["best_params"] for o, a in pairs)
-        share = lambda c: "–" if not c else f"{np.mean(c):.0%}"  # noqa: E731
-        print(f"| {name} | {n} | {len(pairs)} | {pm(b0)} | {pm(b1)} | {share(c0)} | {share(c1)} "
-              f"| {len(s1)} | {pm(s0)} | {pm(s1)} | {kept} of {len(pairs)} |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for after, before_path in PAIRS:
+        if not after.exists():
+            continue
+        new = cells(json.loads(after.read_text()))
+        old = cells(json.loads(before_path.read_text()))
+        for (name, n), draws in sorted(new.items()):
+            before = {r["draw"]: r for r in old.get((name, n), [])}
+            pairs = [(before[r["draw"]], r) for r in draws if r["draw"] in before]
+            olds, news = [o for o, _ in pairs], [a for _, a in pairs]
+            wide = olds if all("wide_test" in o["fit"] for o in olds) else None  # same picks: the same wide score
+            b0, c0 = bias_and_cover(olds, wide)
+            b1, c1 = bias_and_cover(news, wide)
+            stack = [i for i, a in enumerate(news) if stacked(a)]
+            s0, _ = bias_and_cover([olds[i] for i in stack], wide and [wide[i] for i in stack])
+            s1, _ = bias_and_cover([news[i] for i in stack], wide and [wide[i] for i in stack])
+            kept = sum(o["fit"]["best_params"] == a["fit"]["best_params"] for o, a in pairs)
+            share = lambda c: "–" if not c else f"{np.mean(c):.0%}"  # noqa: E731
+            print(f"| {name} | {n} | {'wide' if wide else 'fixed'} | {len(pairs)} | {pm(b0)} | {pm(b1)} "
+                  f"| {share(c0)} | {share(c1)} | {len(stack)} | {pm(s0)} | {pm(s1)} | {kept} of {len(pairs)} |")
 
 
 if __name__ == "__main__":
