@@ -409,7 +409,6 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
         # draw, so its own sampling error (a bootstrap over these) belongs in the estimate's error bar too
         "test_losses": [round(float(v), 5) for v in
                         -np.log(np.clip(without[np.arange(len(yt)), np.searchsorted(search.classes_, yt)], 1e-12, 1))],
-        "held_out_split_scores": [float(v) for v in getattr(search, "held_out_split_scores_", [])],
         "test_with_temperature": scores(search.classes_, search.predict_proba(Xt), yt),
         "pick_complexity": int(complexity[search.best_index_]),
         "variant_matches_fit": own == int(search.best_index_),
