@@ -29,7 +29,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from compare import cells, pm  # noqa: E402
+
+from bench.selection import estimate_against  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parents[1] / "results"
@@ -45,10 +48,10 @@ def bias_and_cover(draws: list[dict], wide: list[dict] | None = None) -> tuple[l
     for i, r in enumerate(draws):
         f = r["fit"]
         scored = (wide[i]["fit"]["wide_test"] if wide else f["test_without_temperature"])
-        est, sem, test = f["held_out_score"], f["held_out_score_sem"], -scored["log_loss"]
-        if np.isfinite(est):
-            bias.append(est - test)
-            covers.append(float(abs(est - test) <= 2 * sem))
+        if np.isfinite(f["held_out_score"]):
+            b, c = estimate_against(f, scored["log_loss"])
+            bias.append(b)
+            covers.append(c)
     return bias, covers
 
 
