@@ -36,7 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from compare import pm  # noqa: E402
+
+from bench.selection import estimate_against, scores  # noqa: E402
 
 CACHE = Path(os.path.expanduser(os.environ.get("CV_FOLDS_CACHE", "~/.cache/llm_label_clf/experiments/cv-folds")))
 FOLDS = (5, 10)
@@ -68,22 +72,15 @@ def run(test_kind: str, name: str, n: int, draws: int = 10) -> None:
                 fit = LLMLabelClassifierCV(LLMLabelClassifier(progress=False, low_mass="ignore", random_state=seed),
                                            cv=cv).fit(X, y)
                 seconds = time.perf_counter() - began
-                proba = fit.predict_proba(Xt)
-                index = np.searchsorted(fit.classes_, yt)
+                scored = scores(fit.classes_, fit.predict_proba(Xt), yt)
                 row[str(cv)] = {
                     "stack": bool(fit.best_params_.get("stack")), "best": fit.best_score_,
                     "held": fit.held_out_score_, "sem": fit.held_out_score_sem_,
-                    "test": float(-np.log(np.clip(proba[np.arange(len(yt)), index], 1e-12, 1)).mean()),
-                    "acc": float((fit.classes_[proba.argmax(1)] == yt).mean()), "fit_s": seconds,
+                    "test": scored["log_loss"], "acc": scored["accuracy"], "fit_s": seconds,
                 }
             done.append(row)
             path.write_text(json.dumps(done))
             print(name, n, test_kind, json.dumps(row), flush=True)
-
-
-def pm(values: list[float]) -> str:
-    v = np.asarray(values, dtype=float)
-    return f"{v.mean():+.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}" if len(v) > 1 else "–"
 
 
 def table() -> None:
@@ -94,8 +91,9 @@ def table() -> None:
         rows = json.loads(path.read_text())
         for cv in map(str, FOLDS):
             fits = [r[cv] for r in rows]
-            bias = [f["held"] + f["test"] for f in fits]
-            covers = np.mean([abs(b) <= 2 * f["sem"] for b, f in zip(bias, fits, strict=True)])
+            bias, covered = zip(*(estimate_against({"held_out_score": f["held"], "held_out_score_sem": f["sem"]},
+                                                   f["test"]) for f in fits), strict=True)
+            covers = np.mean(covered)
             print(f"| {name} {n} | {kind} | {len(fits)} | {cv} | {pm(bias)} | {covers:.0%} "
                   f"| {np.mean([f['test'] for f in fits]):.3f} | {np.mean([f['acc'] for f in fits]):.3f} "
                   f"| {sum(f['stack'] for f in fits)} | {np.mean([f['fit_s'] for f in fits]):.0f} |")

@@ -27,7 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from compare import pm  # noqa: E402
+
+from bench.selection import estimate_against, scores  # noqa: E402
 
 
 def main(name: str, n: int) -> None:
@@ -55,7 +59,7 @@ def main(name: str, n: int) -> None:
 
     search.LLMLabelClassifierCV._estimate = extrapolating
     bias: dict[str, list[float]] = {"held_out_score_": [], "extrapolated": []}
-    covers: dict[str, list[bool]] = {"held_out_score_": [], "extrapolated": []}
+    covers: dict[str, list[float | None]] = {"held_out_score_": [], "extrapolated": []}
     with ReadCache().active():
         for d in range(10):
             seed, train = training_draw(name, n, d, pool)
@@ -63,17 +67,14 @@ def main(name: str, n: int) -> None:
             base = LLMLabelClassifier(progress=False, low_mass="ignore", random_state=seed)
             fit = LLMLabelClassifierCV(base).fit(X, y)
             Xw, yw = wide_texts(pool.drop(train.index), 300, seed)
-            proba = fit.predict_proba(Xw)
-            right = proba[np.arange(len(yw)), np.searchsorted(fit.classes_, yw)]
-            loss = float(-np.log(np.clip(right, 1e-12, 1)).mean())
+            loss = scores(fit.classes_, fit.predict_proba(Xw), yw)["log_loss"]
             for key, value in (("held_out_score_", fit.held_out_score_), ("extrapolated", fit.extrapolated_)):
-                bias[key].append(value + loss)
-                covers[key].append(abs(value + loss) <= 2 * fit.held_out_score_sem_)
+                b, c = estimate_against({"held_out_score": value, "held_out_score_sem": fit.held_out_score_sem_}, loss)
+                bias[key].append(b)
+                covers[key].append(c)
             print(d, {k: round(v[-1], 3) for k, v in bias.items()}, flush=True)
     for key, values in bias.items():
-        v = np.asarray(values)
-        print(f"{name} {n}, {key}: bias {v.mean():+.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}, "
-              f"±2 SE covers {np.mean(covers[key]):.0%}")
+        print(f"{name} {n}, {key}: bias {pm(values)}, ±2 SE covers {np.mean(covers[key]):.0%}")
 
 
 if __name__ == "__main__":

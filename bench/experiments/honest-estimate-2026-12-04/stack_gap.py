@@ -39,7 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from compare import pm  # noqa: E402
 
 CACHE = Path(os.path.expanduser(os.environ.get("STACK_GAP_CACHE", "~/.cache/llm_label_clf/experiments/stack-trec")))
 DRAWS, N, WIDE = 10, 128, 300
@@ -48,7 +50,6 @@ DRAWS, N, WIDE = 10, 128, 300
 def capture() -> None:
     """Fits every draw, keeping what ``analyse`` needs (one pickle per draw)."""
     from sklearn.base import clone
-    from sklearn.pipeline import FeatureUnion
 
     from bench.selection import test_and_pool, training_draw, wide_texts
 
@@ -78,8 +79,8 @@ def capture() -> None:
             fit = LLMLabelClassifierCV(base).fit(X, y)
             Xw, yw = wide_texts(pool.drop(train.index), WIDE, seed)
             readers = [clone(base).set_params(**p, calibration=None).fit(X, y) for p in fit.readers_]
-            union = FeatureUnion([(f"r{r}", reader) for r, reader in enumerate(readers)])
-            record = dict(kept, seed=seed, y=y, yw=yw, Fw=union.fit(X, y).transform(Xw),
+            # the stacked pipeline's features (its FeatureUnion's hstack), from the readers fitted once
+            record = dict(kept, seed=seed, y=y, yw=yw, Fw=np.hstack([reader.transform(Xw) for reader in readers]),
                           shown=sorted({int(i) for reader in readers for i in reader.few_shot_rows_}),
                           best_params=fit.best_params_)
             path.write_bytes(pickle.dumps(record))
@@ -96,11 +97,6 @@ def _stack_losses(r: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             cv[test] = -log_proba[np.arange(len(test)), r["y_index"][test]]
     features = np.hstack([x.reads.class_logprobs for x in r["reads"]])
     return cv, features, np.searchsorted(r["classes"], r["yw"])
-
-
-def pm(values: list[float]) -> str:
-    v = np.asarray(values, dtype=float)
-    return f"{v.mean():+.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}"
 
 
 def analyse() -> None:
