@@ -1,7 +1,7 @@
 """Does ``llm-label-clf classify`` stay flat in memory as the input grows?
 
 Two measurements, each in a fresh process, its peak resident memory sampled
-every 0.1 s with psutil (``bench.memory.tree_rss``):
+every 0.1 s with psutil (``bench.common.PeakRSS``):
 
 1. **The command's own path on the whole file**, at 10,000 and 1,000,000
    rows: ``cli.main(["classify", IN, ... "-o", OUT.csv])`` as the command runs
@@ -20,27 +20,21 @@ texts), an ``id`` column, CSV; ``--chunk-rows`` 1000 (the default).
 
 Run: ``python bench/cli_memory.py [--sizes 10000 1000000] [--engine-rows 10000]``
 (``--engine-rows 0`` skips measurement 2). Writes
-``bench/results/cli_memory.json`` and ``.md``.
+``bench/results/cli_memory.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
-from datetime import date
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import run_child  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = "negative,positive"
 
@@ -79,83 +73,59 @@ def stub_child(source: str, target: str) -> None:
 
 
 def measured(command: list[str]) -> dict[str, Any]:
-    """Runs ``command``; the peak RSS of its process and of its tree, and the seconds."""
-    import psutil
-
-    from bench.memory import tree_rss
-
-    began = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    watched = psutil.Process(process.pid)
-    own = tree = 0
-    while process.poll() is None:
-        try:
-            own = max(own, watched.memory_info().rss)
-        except psutil.Error:
-            pass
-        tree = max(tree, tree_rss(watched))
-        time.sleep(0.1)
-    err = process.stderr.read()
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{err[-3000:]}")
-    return {"seconds": time.perf_counter() - began, "peak_rss_gib": own / 2**30, "peak_tree_rss_gib": tree / 2**30}
+    """Runs ``command``; its seconds and the peak RSS of its process and of its tree."""
+    ran = run_child(command, every_s=0.1, message=False)
+    return {"seconds": ran.seconds, "peak_rss_gib": ran.memory.root_peak / 2**30,
+            "peak_tree_rss_gib": ran.memory.peak / 2**30}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
     parser.add_argument("--engine-rows", type=int, default=10_000)
     parser.add_argument("--child", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = results.arguments(parser, markdown, "cli_memory")
     if args.child:
         stub_child(*args.child)
         return
-    from bench.report import machine
-
-    results: dict[str, Any] = {"date": date.today().isoformat(), "machine": machine(),
-                               "dtype": os.environ.get("LLM_LABEL_CLF_DTYPE") or machine()["default_dtype"],
-                               "load_avg_start": os.getloadavg()[0], "stub": [], "engine": None}
+    doc = results.record(stub=[], engine=None)
     with tempfile.TemporaryDirectory() as folder:
         for rows in args.sizes:
             source, target = Path(folder) / f"in_{rows}.csv", Path(folder) / f"out_{rows}.csv"
             make_input(source, rows)
-            figures = measured([sys.executable, __file__, "--child", str(source), str(target)])
-            results["stub"].append({"rows": rows, **figures})
-            print(results["stub"][-1], flush=True)
+            doc["stub"].append({"rows": rows, **measured([sys.executable, __file__, "--child", str(source),
+                                                          str(target)])})
+            print(doc["stub"][-1], flush=True)
         if args.engine_rows:
             source, target = Path(folder) / "in_engine.csv", Path(folder) / "out_engine.csv"
             make_input(source, args.engine_rows)
             command = [sys.executable, "-m", "llm_label_clf", "classify", str(source), "--labels", LABELS,
                        "--prompt", PROMPT, "--no-progress", "-o", str(target)]
-            results["engine"] = {"rows": args.engine_rows, **measured(command)}
-            print(results["engine"], flush=True)
-    results["load_avg_end"] = os.getloadavg()[0]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cli_memory.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "cli_memory.md").write_text(render(results))
-    print(render(results))
+            doc["engine"] = {"rows": args.engine_rows, **measured(command)}
+            print(doc["engine"], flush=True)
+    print(results.write("cli_memory", doc, markdown))
 
 
-def render(results: dict[str, Any]) -> str:
-    m = results["machine"]
+def markdown(doc: dict[str, Any]) -> str:
+    m = doc["machine"]
     lines = [
-        f"Measured {results['date']} on {m['cpu_model']} ({m['cores_usable']} cores usable, "
-        f"capability {m['cpu_capability']}), dtype {results['dtype']}, load average "
-        f"{results['load_avg_start']:.1f} at the start and {results['load_avg_end']:.1f} at the end.",
+        f"Measured {doc['date']} on {m['cpu_model']} ({m['cores_usable']} cores usable, "
+        f"capability {m['cpu_capability']}), dtype {doc['dtype']}, load average "
+        f"{doc['load_avg_start']:.1f} at the start and {doc['load_avg_end']:.1f} at the end.",
         "",
         "| run | rows | seconds | peak RSS, command's process (GiB) | peak RSS, process tree (GiB) |",
         "|---|---:|---:|---:|---:|",
     ]
-    for r in results["stub"]:
+    for r in doc["stub"]:
         lines.append(f"| stub classifier | {r['rows']:,} | {r['seconds']:.0f} | {r['peak_rss_gib']:.3f} | "
                      f"{r['peak_tree_rss_gib']:.3f} |")
-    if results["engine"]:
-        r = results["engine"]
+    if doc["engine"]:
+        r = doc["engine"]
         lines.append(f"| engine (vLLM) | {r['rows']:,} | {r['seconds']:.0f} | {r['peak_rss_gib']:.3f} | "
                      f"{r['peak_tree_rss_gib']:.3f} |")
     else:
         lines += ["", "The engine run (measurement 2) was not made this time (`--engine-rows 0`)."]
-    stub = results["stub"]
+    stub = doc["stub"]
     if len(stub) > 1:
         ratio = stub[-1]["peak_rss_gib"] / stub[0]["peak_rss_gib"]
         lines += ["", f"Peak RSS at {stub[-1]['rows']:,} rows / at {stub[0]['rows']:,} rows (stub): {ratio:.3f}."]

@@ -1,6 +1,7 @@
-"""What every contender shares: the datasets and their subsets, the prompts and
-labels, the process-tree memory sampler, timing and the metrics, so that all
-contenders read the same texts behind the same prompts.
+"""What every contender and bench script shares: the datasets and their
+subsets, the prompts and labels, the process-tree memory sampler, child
+processes, timing and the metrics, so that all contenders read the same texts
+behind the same prompts.
 
 The baselines' label reading (``label_paths``, ``label_trie``,
 ``path_logprobs`` below) is written here again on purpose, not taken from
@@ -13,12 +14,16 @@ shared, so that every vLLM contender runs the same engine."""
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from pathlib import Path
+from typing import IO, Any, Self
 
 import numpy as np
 
@@ -55,6 +60,9 @@ SST2_LABELS = {"negative": "negative", "positive": "positive"}
 #: model answered "Sports" for most articles (0.225 accuracy on 80 texts, 0.525 without the list).
 AGNEWS_PROMPT = "Article: {text}\nTopic:"
 AGNEWS_LABELS = {"Business": "Business", "Sci/Tech": "Sci/Tech", "Sports": "Sports", "World": "World"}
+#: The CLI demo's prompt and instructions (``llm-label-clf demo``).
+DEMO_PROMPT = "Review: {text}\nSentiment:"
+DEMO_INSTRUCTIONS = "Classify the sentiment of each movie review."
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,22 @@ def agnews(size: Sizes, per_class: int | None = None) -> Task:
     return Task("agnews", sample["text"].tolist(), sample["label"].to_numpy(), AGNEWS_PROMPT, AGNEWS_LABELS)
 
 
+BANKING_PROMPT = "Query: {text}\nIntent:"
+
+
+def banking77(per_intent: int, *, mixed: bool = False) -> Task:
+    """Banking77 test texts, ``per_intent`` of each of the 77 intents (a seeded
+    sample, grouped by intent; ``mixed``: the intents shuffled together, so
+    that a subset keeps many), labels written as words (``card_arrival`` ->
+    "card arrival")."""
+    frame = _read_csv("banking77_test.csv")
+    labels = {c: c.replace("_", " ") for c in sorted(set(frame["label"]))}
+    picked = frame.sample(frac=1.0, random_state=0).groupby("label").head(per_intent)
+    if mixed:
+        picked = picked.sample(frac=1.0, random_state=0)
+    return Task("banking77", picked["text"].tolist(), picked["label"].to_numpy(), BANKING_PROMPT, labels)
+
+
 def skorch_sst2(size: Sizes) -> Task:
     """A seeded random subset of SST-2 dev for the slow contender."""
     task = sst2(size)
@@ -166,29 +190,64 @@ def render(task: Task, text: str) -> str:
     return task.prompt.replace("{text}", text)
 
 
-class PeakRSS:
-    """Samples the resident memory of this process and its children (vLLM's
-    engine core runs in a child) and keeps the peak."""
+def family(root: Any) -> list[Any]:
+    """``root`` (a ``psutil.Process``) and all its descendants; none once it has exited."""
+    import psutil
 
-    def __init__(self, every_s: float = 0.2) -> None:
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def tree_rss(root: Any = None) -> int:
+    """Resident bytes of ``root`` (default this process) and its descendants, now."""
+    import psutil
+
+    total = 0
+    for process in family(root or psutil.Process()):
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:  # a child exiting between listing and reading
+            continue
+    return total
+
+
+class PeakRSS:
+    """Samples, every ``every_s`` seconds on a thread, the resident memory of
+    ``root`` (a ``psutil.Process``, default this process) and its descendants,
+    or of what ``processes(root)`` lists (vLLM's engine core runs in a child);
+    keeps the peak (``peak``; ``root_peak``: ``root`` alone) and every
+    ``(time.time(), bytes)`` sample."""
+
+    def __init__(self, root: Any = None, every_s: float = 0.2,
+                 processes: Callable[[Any], list[Any]] = family) -> None:
         import psutil
 
-        self._proc = psutil.Process()
-        self.peak = 0
+        self._root = root or psutil.Process()
+        self._processes = processes
+        self.peak = self.root_peak = 0
+        self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
 
-    def _run(self, every_s: float) -> None:
+    def _sample(self) -> None:
         import psutil
 
-        while not self._stop.is_set():
+        total = own = 0
+        for process in self._processes(self._root):
             try:
-                total = self._proc.memory_info().rss + sum(
-                    c.memory_info().rss for c in self._proc.children(recursive=True)
-                )
+                rss = process.memory_info().rss
             except psutil.Error:  # a child exiting between listing and reading
-                total = 0
-            self.peak = max(self.peak, total)
+                continue
+            total += rss
+            own += rss if process.pid == self._root.pid else 0
+        self.peak, self.root_peak = max(self.peak, total), max(self.root_peak, own)
+        self.samples.append((time.time(), total))
+
+    def _run(self, every_s: float) -> None:
+        while not self._stop.is_set():
+            self._sample()
             self._stop.wait(every_s)
 
     def __enter__(self) -> Self:
@@ -202,6 +261,47 @@ class PeakRSS:
     @property
     def gib(self) -> float:
         return self.peak / 2**30
+
+
+#: Marks the lines a bench child process writes for its parent (vLLM may print too).
+TAG = "@@bench "
+
+
+def emit(message: dict[str, Any], out: IO[str] | None = None) -> None:
+    """Sends ``message`` to the parent process: one tagged JSON line on ``out`` (default stdout)."""
+    out = out or sys.stdout
+    out.write(TAG + json.dumps(message) + "\n")
+    out.flush()
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A child process run to its end: its last tagged message (None if it
+    sent none), its wall seconds, and the sampler of its memory."""
+
+    message: dict[str, Any] | None
+    seconds: float
+    memory: PeakRSS
+
+
+def run_child(command: list[str], *, env: dict[str, str] | None = None, timeout: float = 3600,
+              every_s: float = 0.25, processes: Callable[[Any], list[Any]] = family,
+              message: bool = True) -> Ran:
+    """Runs a bench child process (``command``, from the repository root) to
+    its end, sampling its process tree's memory (``PeakRSS``). Raises
+    RuntimeError with the end of its stderr when it fails, or when ``message``
+    is asked for and it sent none."""
+    import psutil
+
+    began = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=Path(__file__).resolve().parents[1])
+    with PeakRSS(psutil.Process(proc.pid), every_s, processes) as memory:
+        out, err = proc.communicate(timeout=timeout)
+    sent = [json.loads(line[len(TAG):]) for line in out.splitlines() if line.startswith(TAG)]
+    if proc.returncode != 0 or (message and not sent):
+        raise RuntimeError(f"{' '.join(command[1:])} failed ({proc.returncode}):\n{err[-3000:]}")
+    return Ran(sent[-1] if sent else None, time.perf_counter() - began, memory)
 
 
 def timed_passes(
@@ -274,8 +374,10 @@ def label_trie(paths: Sequence[Sequence[int]]) -> dict[tuple[int, ...], list[int
 
 
 def path_logprobs(reads: dict[tuple[int, ...], dict[int, float]], paths: Sequence[Sequence[int]]) -> list[float]:
-    """Each label's logprob: the sum of its tokens' reads along the trie."""
-    return [sum(reads[tuple(path[:j])][token] for j, token in enumerate(path)) for path in paths]
+    """Each label's logprob: the sum of its tokens' reads along the trie (a
+    prefix not read, where a constrained read has one way on, counts as sure)."""
+    return [sum(reads[tuple(path[:j])][token] for j, token in enumerate(path) if tuple(path[:j]) in reads)
+            for path in paths]
 
 
 def softmax_rows(logprobs: np.ndarray) -> np.ndarray:

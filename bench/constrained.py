@@ -18,29 +18,23 @@ dtype on this CPU unless ``--dtype`` says otherwise (it is recorded).
 
 Run: ``python bench/constrained.py [--texts N] [--banking-per-intent 3]
 [--dtype float32] [--no-raw]``; ``--texts`` caps every set (a quick run);
-writes ``bench/results/constrained[-DTYPE].json`` and ``.md``.
+writes ``bench/results/constrained[-DTYPE].json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import Task, banking77, emit, run_child, timed_passes  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
-SST2_PROMPT = "Review: {text}\nSentiment:"
-SST2_INSTRUCTIONS = "Classify the sentiment of each movie review."
 #: TREC's fine labels as words (no label the start of another: the constrained read needs that).
 TREC_WORDS = {
     "ABBR:abb": "abbreviation", "ABBR:exp": "expansion of an abbreviation", "DESC:def": "definition",
@@ -60,37 +54,24 @@ TREC_WORDS = {
 }  # fmt: skip
 
 
-def tasks(banking_per_intent: int, n_trec: int, n_agnews: int, cap: int | None) -> list[Any]:
+def tasks(banking_per_intent: int, n_trec: int, n_agnews: int, cap: int | None) -> list[Task]:
     """The three sets as bench Tasks (seeded samples; ``cap`` cuts each)."""
     import pandas as pd
-
-    from bench.common import Task
 
     from llm_label_clf.testing import datasets_dir
 
     folder = datasets_dir()
-    bank = pd.read_csv(folder / "banking77_test.csv")
-    bank_labels = {c: c.replace("_", " ") for c in sorted(set(bank["label"]))}
-    bank = bank.sample(frac=1.0, random_state=0).groupby("label").head(banking_per_intent)
-    bank = bank.sample(frac=1.0, random_state=0)  # intents mixed, so that --texts keeps many
     trec = pd.read_csv(folder / "trec_test.csv").sample(frac=1.0, random_state=0).head(n_trec)
     trec_classes = sorted(set(pd.read_csv(folder / "trec_train.csv")["fine_label"]) | set(trec["fine_label"]))
     agnews = pd.read_csv(folder / "agnews_test.csv").sample(n=n_agnews, random_state=0)
     out = [
-        Task("banking77", bank["text"].tolist(), bank["label"].to_numpy(), "Query: {text}\nIntent:", bank_labels),
+        banking77(banking_per_intent, mixed=True),
         Task("trec_fine", trec["text"].tolist(), trec["fine_label"].to_numpy(), "Question: {text}\nAnswer type:",
              {c: TREC_WORDS[c] for c in trec_classes}),
         Task("agnews", agnews["text"].tolist(), agnews["label"].to_numpy(), "Article: {text}\nTopic:",
              {c: c for c in sorted(set(agnews["label"]))}),
     ]
     return [t.subset(cap) if cap else t for t in out]
-
-
-def _timed(fn: Any, before: Any) -> tuple[Any, float]:
-    before()
-    began = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - began
 
 
 def _pruned_reads(clf: Any, texts: list[str]) -> float:
@@ -118,23 +99,14 @@ def metrics(task: Any, proba: np.ndarray, classes: np.ndarray) -> dict[str, Any]
     }
 
 
-def ours(sets: list[Any], n_sst2: int, margin: float, engine_options: dict | None) -> dict[str, Any]:
+def ours(sets: list[Task], n_sst2: int, margin: float, engine_options: dict | None) -> dict[str, Any]:
     """The yardstick and the estimator's readings, in this process."""
-    import pandas as pd
-
-    from bench.contenders import empty_prefix_cache
+    from bench.contenders import empty_prefix_cache, one_read_s
 
     from llm_label_clf import LLMLabelClassifier, engine_info
-    from llm_label_clf.testing import datasets_dir
 
     empty = lambda: empty_prefix_cache(engine_options)  # noqa: E731
-    sst = pd.read_csv(datasets_dir() / "sst2_dev.csv").sample(n=n_sst2 + 16, random_state=0)
-    yard = LLMLabelClassifier(prompt=SST2_PROMPT, instructions=SST2_INSTRUCTIONS, progress=False,
-                              engine_options=engine_options)
-    yard.fit(sst["text"].tolist()[:16], sst["label"].to_numpy()[:16])
-    yard.predict_proba(sst["text"].tolist()[:16])  # warm-up
-    _, sst_s = _timed(lambda: yard.predict_proba(sst["text"].tolist()[16:]), empty)
-    one_read_s = sst_s / n_sst2
+    one_read = one_read_s(n_sst2, engine_options)
     rows: list[dict[str, Any]] = []
     for task in sets:
         probas: dict[str, np.ndarray] = {}
@@ -149,12 +121,12 @@ def ours(sets: list[Any], n_sst2: int, margin: float, engine_options: dict | Non
                     rows.append({"task": task.name, "reader": reader, "error": str(exc)})
                     continue
                 clf.predict_proba(task.texts[:2])  # warm-up of this reading
-                proba, seconds = _timed(lambda c=clf, t=task: c.predict_proba(t.texts), empty)
+                proba, (seconds,) = timed_passes(lambda c=clf, t=task: c.predict_proba(t.texts), 1, empty)
                 classes = clf.classes_
                 per_text = seconds / len(task.texts)
                 reads = len(clf.plans_[0].trie.reads) if prune is None else _pruned_reads(clf, task.texts[:40])
                 row = {"task": task.name, "reader": reader, "texts": len(task.texts), "classes": len(classes),
-                       "reads_per_text": reads, "seconds_per_text": per_text, "cost_vs_one_read": per_text / one_read_s,
+                       "reads_per_text": reads, "seconds_per_text": per_text, "cost_vs_one_read": per_text / one_read,
                        **metrics(task, proba, classes)}
                 probas[reader] = proba
                 exact = probas.get("full_sequence")
@@ -164,77 +136,46 @@ def ours(sets: list[Any], n_sst2: int, margin: float, engine_options: dict | Non
                     unpruned = probas["constrained"]
                     row["predict_equals_unpruned_constrained"] = bool((proba.argmax(1) == unpruned.argmax(1)).all())
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(row, flush=True)
     info = engine_info()
     settings = [e["settings"] for e in info["engines"]] if info["engines"] else None
-    return {"one_read_s": one_read_s, "sst2_texts": n_sst2, "rows": rows, "engine_settings": settings}
+    return {"one_read_s": one_read, "sst2_texts": n_sst2, "rows": rows, "engine_settings": settings}
 
 
-def raw_constrained(task: Any, engine_options: dict | None) -> dict[str, Any]:
+def raw_constrained(task: Task) -> dict[str, Any]:
     """Raw ``vllm.LLM.generate`` reading the prompt and the branching prefixes
     of the baselines' own trie, renormalised there, one call per depth (as the
     estimator orders its reads). In this (child) process."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
+    from bench.common import sizes
+    from bench.contenders import RawConstrained
 
-    from bench.common import label_paths, label_trie, render
-    from bench.contenders import start_llm
-
-    if engine_options:
-        os.environ["LLM_LABEL_CLF_DTYPE"] = str(engine_options.get("dtype", ""))
-    llm = start_llm()
-    tok = llm.get_tokenizer()
-    paths = label_paths(tok, task)
-    trie = {p: ids for p, ids in label_trie(paths).items() if not p or len(ids) > 1}
-    params = {p: SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=ids, detokenize=False)
-              for p, ids in trie.items()}
-
-    def read(texts: list[str]) -> np.ndarray:
-        prompts = [tok.encode(render(task, t)) for t in texts]
-        reads: list[dict[tuple[int, ...], dict[int, float]]] = [{} for _ in prompts]
-        for depth in sorted({len(p) for p in trie}):
-            keys = [(i, p) for i in range(len(prompts)) for p in trie if len(p) == depth]
-            outs = llm.generate([TokensPrompt(prompt_token_ids=prompts[i] + list(p)) for i, p in keys],
-                                [params[p] for _, p in keys], use_tqdm=False)
-            for (i, p), out in zip(keys, outs, strict=True):
-                lp = np.array([out.outputs[0].logprobs[0][t].logprob for t in trie[p]])
-                lp = lp - np.logaddexp.reduce(lp)
-                reads[i][p] = dict(zip(trie[p], lp, strict=True))
-        return np.array([[sum(r[tuple(path[:j])][t] for j, t in enumerate(path) if tuple(path[:j]) in r)
-                          for path in paths] for r in reads])
-
-    read(task.texts[:2])  # warm-up
-    logprobs, seconds = _timed(lambda: read(task.texts), llm.reset_prefix_cache)
-    proba = np.exp(logprobs)
-    proba = proba / proba.sum(axis=1, keepdims=True)
-    return {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes", "texts": len(task.texts),
-            "reads_per_text": len(trie), "seconds_per_text": seconds / len(task.texts),
-            **metrics(task, proba, task.classes)}
+    runner = RawConstrained(sizes(quick=True))
+    runner.start()
+    runner.predict(task, task.texts[:2])  # warm-up
+    out, (seconds,) = timed_passes(lambda: runner.predict(task, task.texts), 1, lambda: runner.reset(task))
+    return {"task": task.name, "reader": runner.name, "texts": len(task.texts),
+            "reads_per_text": out["reads_per_text"], "seconds_per_text": seconds / len(task.texts),
+            **metrics(task, out["proba"], task.classes)}
 
 
-def _child(task_name: str, args: argparse.Namespace) -> dict[str, Any]:
-    argv = [sys.executable, __file__, "--raw", task_name, *_passed(args)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"task": task_name, "reader": "raw vllm.LLM.generate, constrained prefixes",
-                "error": (done.stderr or done.stdout)[-2000:]}
-    return json.loads(lines[-1])
+def anchor(task: Task, args: Any) -> dict[str, Any]:
+    """``raw_constrained`` in a child process of its own; its error as a row where it fails."""
+    from llm_label_clf.engines.hardware import DTYPE_ENV
 
-
-def _passed(args: argparse.Namespace) -> list[str]:
-    out = ["--banking-per-intent", str(args.banking_per_intent), "--trec", str(args.trec), "--agnews", str(args.agnews)]
-    if args.texts:
-        out += ["--texts", str(args.texts)]
-    if args.dtype:
-        out += ["--dtype", args.dtype]
-    return out
+    argv = [f"--banking-per-intent={args.banking_per_intent}", f"--trec={args.trec}", f"--agnews={args.agnews}"]
+    argv += [f"--texts={args.texts}"] if args.texts else []
+    env = {**os.environ, DTYPE_ENV: args.dtype} if args.dtype else None
+    try:
+        return run_child([sys.executable, __file__, "--raw", task.name, *argv], env=env).message
+    except RuntimeError as exc:
+        return {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes", "error": str(exc)[-2000:]}
 
 
 def markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
-        f"Run {doc['date']}, load average before the run {doc['load_before']}. CPU {m['cpu_model']} "
+        f"Run {doc['date']}, load average before the run {doc.get('load_before', doc.get('load_avg_start'))}. "
+        f"CPU {m['cpu_model']} "
         f"({m['cpu_capability']}, {m['cores']} cores), engine dtype {doc['dtype']}; yardstick: one read of an "
         f"SST-2 text with the demo prompt = {doc['one_read_s'] * 1000:.1f} ms. Prefix caches emptied before "
         "each timed pass. `argmax = exact`: share of texts whose predicted class equals full_sequence's.",
@@ -263,7 +204,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--banking-per-intent", type=int, default=3)
     parser.add_argument("--trec", type=int, default=500, help="TREC test texts (500: all)")
     parser.add_argument("--agnews", type=int, default=400)
@@ -273,33 +214,21 @@ def main() -> None:
     parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice on this CPU)")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw vLLM anchor")
     parser.add_argument("--raw", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    engine_options = {"dtype": args.dtype} if args.dtype else None
+    args = results.arguments(parser, markdown, lambda a: "constrained" + (f"-{a.dtype}" if a.dtype else ""))
     sets = tasks(args.banking_per_intent, args.trec, args.agnews, args.texts)
     if args.raw:
-        print(json.dumps(raw_constrained(next(t for t in sets if t.name == args.raw), engine_options)))
+        emit(raw_constrained(next(t for t in sets if t.name == args.raw)))
         return
-    from bench.report import machine
-
-    load = os.getloadavg()
-    doc = {"machine": machine(), "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-           "load_before": [round(x, 2) for x in load], **ours(sets, args.sst2, args.margin, engine_options)}
-    settings = doc.get("engine_settings") or [{}]
-    doc["dtype"] = args.dtype or settings[0].get("dtype", doc["machine"]["default_dtype"])
     from llm_label_clf import shutdown_engines
 
+    doc = results.record(dtype=args.dtype)
+    doc.update(ours(sets, args.sst2, args.margin, {"dtype": args.dtype} if args.dtype else None))
+    doc["dtype"] = args.dtype or (doc.get("engine_settings") or [{}])[0].get("dtype", doc["dtype"])
     shutdown_engines()  # the raw anchor gets the cores to itself
-    if not args.no_raw:
-        for task in sets:
-            row = _child(task.name, args)
-            doc["rows"].append(row)
-            print(json.dumps(row), flush=True)
-    doc["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    RESULTS.mkdir(exist_ok=True)
-    name = "constrained" + (f"-{args.dtype}" if args.dtype else "")
-    (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=2))
-    (RESULTS / f"{name}.md").write_text(markdown(doc))
-    print(markdown(doc))
+    for task in [] if args.no_raw else sets:
+        doc["rows"].append(anchor(task, args))
+        print(doc["rows"][-1], flush=True)
+    print(results.write(args.name, doc, markdown))
 
 
 if __name__ == "__main__":

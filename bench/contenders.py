@@ -16,11 +16,15 @@ import re
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from bench.common import (
+    DEMO_INSTRUCTIONS,
+    DEMO_PROMPT,
+    FULL,
     MODEL,
     SST2_LABELS,
     SST2_PROMPT,
@@ -36,6 +40,7 @@ from bench.common import (
     skorch_sst2,
     softmax_rows,
     sst2,
+    timed_passes,
     warmup_texts,
 )
 
@@ -130,24 +135,31 @@ def start_llm() -> Any:
     return LLM(model=_model_path(), disable_log_stats=True, **cpu_defaults())
 
 
-def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
-    """Per text, one next-token read with ``logprob_token_ids`` per label-trie
-    node (one read for one-token labels; the trie is ``bench.common``'s own, not
-    the package's), as the estimator scores: one
+def label_reads(tok: Any, task: Task, constrained: bool = False) -> tuple[list[list[int]], dict[Any, list[int]]]:
+    """Each class's label tokens after the prompt and the trie of prefixes to
+    read (``bench.common``'s own, not the package's); ``constrained``: only the
+    prompt and the prefixes where the labels branch."""
+    paths = label_paths(tok, task)
+    trie = label_trie(paths)
+    if constrained:
+        trie = {prefix: ids for prefix, ids in trie.items() if not prefix or len(ids) > 1}
+    return paths, trie
+
+
+def raw_reads(llm: Any, task: Task, texts: Sequence[str], constrained: bool = False) -> np.ndarray:
+    """Per text, one next-token read with ``logprob_token_ids`` per trie node
+    (one read for one-token labels), as the estimator scores: one
     ``LLM.generate`` call per trie level, shallow first, so deeper reads can
     find the prompt in the prefix cache. Returns each class's full-vocabulary
-    logprob."""
+    logprob; ``constrained``: read only where the labels branch, renormalised
+    there (as vLLM's guided choice decodes)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
     tok = llm.get_tokenizer()
-    paths = label_paths(tok, task)
-    trie = label_trie(paths)
-    params = {
-        prefix: SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=ids,
-                               detokenize=False)
-        for prefix, ids in trie.items()
-    }
+    paths, trie = label_reads(tok, task, constrained)
+    params = {prefix: SamplingParams(max_tokens=1, temperature=0, logprob_token_ids=ids, detokenize=False)
+              for prefix, ids in trie.items()}
     prompts = [tok.encode(render(task, t)) for t in texts]
     reads: list[dict[tuple[int, ...], dict[int, float]]] = [{} for _ in prompts]
     for depth in sorted({len(prefix) for prefix in trie}):
@@ -156,7 +168,10 @@ def raw_reads(llm: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
         outs = llm.generate(inputs, [params[prefix] for _, prefix in keys], use_tqdm=False)
         for (i, prefix), out in zip(keys, outs, strict=True):
             first = out.outputs[0].logprobs[0]
-            reads[i][prefix] = {t: first[t].logprob for t in trie[prefix]}
+            logprobs = np.array([first[t].logprob for t in trie[prefix]])
+            if constrained:
+                logprobs = logprobs - np.logaddexp.reduce(logprobs)
+            reads[i][prefix] = dict(zip(trie[prefix], logprobs, strict=True))
     return np.array([path_logprobs(r, paths) for r in reads])
 
 
@@ -164,6 +179,7 @@ class RawVllm(Contender):
     """The floor: label reads straight from ``vllm.LLM.generate``."""
 
     name = "raw vllm.LLM.generate (logprob_token_ids)"
+    constrained = False
 
     def _start(self) -> None:
         self.llm = start_llm()
@@ -172,11 +188,19 @@ class RawVllm(Contender):
         return self.llm.get_tokenizer()
 
     def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
-        reads = len(label_trie(label_paths(self.tokenizer(), task)))
-        return {"proba": softmax_rows(raw_reads(self.llm, task, texts)), "reads_per_text": reads}
+        reads = len(label_reads(self.tokenizer(), task, self.constrained)[1])
+        return {"proba": softmax_rows(raw_reads(self.llm, task, texts, self.constrained)), "reads_per_text": reads}
 
     def reset(self, task: Task) -> None:
         self.llm.reset_prefix_cache()
+
+
+class RawConstrained(RawVllm):
+    """Raw ``vllm.LLM.generate`` reading only where the labels branch,
+    renormalised there: the speed anchor of the constrained reading."""
+
+    name = "raw vllm.LLM.generate, constrained prefixes"
+    constrained = True
 
 
 # ----------------------------------------------------------- the estimator
@@ -196,6 +220,22 @@ def empty_prefix_cache(engine_options: dict[str, Any] | None = None) -> None:
     from llm_label_clf.engines.loop import run_sync
 
     run_sync(get_engine(MODEL, engine_options).client.reset_prefix_cache())
+
+
+def one_read_s(n_sst2: int, engine_options: dict[str, Any] | None = None) -> float:
+    """The yardstick of the many-label benches: seconds per SST-2 dev text (a
+    seeded sample of ``n_sst2``, after a warm-up on 16 others) read once by the
+    estimator with the demo's prompt, from an empty prefix cache."""
+    from llm_label_clf import LLMLabelClassifier
+
+    sst = sst2(replace(FULL, sst2=n_sst2 + 16))
+    yard = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False,
+                              engine_options=engine_options)
+    yard.fit(sst.texts[:16], sst.y[:16])
+    yard.predict_proba(sst.texts[:16])  # warm-up
+    _, (seconds,) = timed_passes(lambda: yard.predict_proba(sst.texts[16:]), 1,
+                                 lambda: empty_prefix_cache(engine_options))
+    return seconds / n_sst2
 
 
 class Estimator(Contender):

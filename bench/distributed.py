@@ -30,29 +30,25 @@ Probabilities are checked equal (float32 engines, the stage's
 ``engine_kwargs`` carrying the same dtype) across contenders.
 
 Run: ``python bench/distributed.py [--texts 200]``; writes
-``bench/results/distributed.json`` and ``.md`` (``--render`` rewrites the
-``.md`` from the ``.json``). The ``.md`` ends with a projection to N workers
-from the measured one-actor figures: an estimate, see ``projection``.
+``bench/results/distributed.json`` and ``.md`` (``bench/results.py``). The
+``.md`` ends with a projection to N workers from the measured one-actor
+figures: an estimate, see ``projection``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, this file's folder heads sys.path, and this file (distributed.py) would then
-# shadow Dask's ``distributed`` package: take the folder off and put the repository root on.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+# bench.results takes this file's folder off sys.path: this file would shadow Dask's ``distributed``
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import emit, run_child  # noqa: E402
 
 #: Ray's own vLLM stage (``ray.data.llm``) through ``ray_llm_processor``, one engine.
 RAY_LLM = "ray.data.llm stage, 1 engine"
@@ -116,20 +112,8 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
         else:
             first_s, durations, proba = _dask(clf, frame, warmup, texts, passes, batch)
         engine_start_s = None
-    print(
-        "RESULT "
-        + json.dumps(
-            {
-                "fit_s": fit_s,
-                "engine_start_s": engine_start_s,
-                "first_result_s": first_s,
-                "pass_s": durations,
-                "proba": np.asarray(proba).tolist(),
-                **extra,
-            }
-        ),
-        flush=True,
-    )
+    emit({"fit_s": fit_s, "engine_start_s": engine_start_s, "first_result_s": first_s, "pass_s": durations,
+          "proba": np.asarray(proba).tolist(), **extra})
 
 
 def _ray(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int) -> tuple[float, list[float], Any]:
@@ -242,66 +226,13 @@ def _dask(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int
     return first_s, durations, out[[f"proba_{c}" for c in clf.classes_]].to_numpy()
 
 
-def _tree(process: Any) -> list[Any]:
-    import psutil
-
-    try:
-        return [process, *process.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
 def run_contender(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Runs one contender in a fresh process, sampling its process tree's RSS."""
-    import psutil
-
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        name,
-        "--texts",
-        str(args.texts),
-        "--warmup",
-        str(args.warmup),
-        "--passes",
-        str(args.passes),
-        "--batch",
-        str(args.batch),
-    ]
     load_start = os.getloadavg()[0]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    root = psutil.Process(proc.pid)
-    peak = {"rss": 0}
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.25):
-            total = 0
-            for p in _tree(root):
-                try:
-                    total += p.memory_info().rss
-                except psutil.Error:
-                    continue
-            peak["rss"] = max(peak["rss"], total)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate(timeout=1800)
-    done.set()
-    sampler.join()
-    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"{name} failed:\n{err[-3000:]}")
-    result = json.loads(line[7:])
-    result.update(
-        wall_s=time.perf_counter() - started,
-        peak_rss_gib=peak["rss"] / 2**30,
-        load_avg_1m=[load_start, os.getloadavg()[0]],
-        pass_median_s=statistics.median(result["pass_s"]),
-    )
-    return result
+    ran = run_child([sys.executable, __file__, "--child", name, "--texts", str(args.texts), "--warmup",
+                     str(args.warmup), "--passes", str(args.passes), "--batch", str(args.batch)], timeout=1800)
+    return {**ran.message, "wall_s": ran.seconds, "peak_rss_gib": ran.memory.peak / 2**30,
+            "load_avg_1m": [load_start, os.getloadavg()[0]], "pass_median_s": statistics.median(ran.message["pass_s"])}
 
 
 #: The projection's job: rows scored, and cluster sizes (one actor per GPU).
@@ -331,8 +262,8 @@ def markdown(doc: dict[str, Any]) -> str:
     import numpy as np
 
     m = doc["machine"]
-    results = doc["results"]
-    base = results["in-process"]
+    runs = doc["results"]
+    base = runs["in-process"]
     lines = [
         f"`predict_proba` of {doc['texts']} SST-2 dev texts ({doc['passes']} passes, batches of {doc['batch']}, "
         f"after {doc['warmup']} warm-up texts), built-in model in {doc['dtype']}, {m['cpu_model']} "
@@ -347,7 +278,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| load | max abs diff proba |",
         "|---|---:|---|---:|---:|---:|---:|---|---:|",
     ]
-    for name, r in results.items():
+    for name, r in runs.items():
         diff = float(np.abs(np.array(r["proba"]) - np.array(base["proba"])).max())
         passes = ", ".join(f"{s:.2f}" for s in r["pass_s"])
         load = "/".join(f"{x:.1f}" for x in r["load_avg_1m"])
@@ -356,7 +287,7 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{doc['texts'] / r['pass_median_s']:.1f} | {r['first_result_s']:.1f} | {r['peak_rss_gib']:.2f} | "
             f"{load} | {diff:.2g} |"
         )
-    if RAY_LLM in results:
+    if RAY_LLM in runs:
         shared = (
             " Here the warm-up texts, fewer than a batch, share their batch with the first timed texts: its first "
             "result includes reading those, and its first pass is that much shorter."
@@ -411,50 +342,25 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--texts", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=32)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", choices=CONTENDERS, help="run only these contenders")
-    parser.add_argument("--render", action="store_true", help="rewrite the .md (and projection) from the .json")
-    args = parser.parse_args()
-    out = ROOT / "bench" / "results"
-    if args.render:
-        doc = json.loads((out / "distributed.json").read_text())
-        doc["projection"] = projection(doc)
-        (out / "distributed.json").write_text(json.dumps(doc, indent=1) + "\n")
-        (out / "distributed.md").write_text(markdown(doc))
-        print(markdown(doc))
-        return
+    args = results.arguments(parser, markdown, "distributed")
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
     if args.child:
         child(args.child, args.texts, args.warmup, args.passes, args.batch)
         return
-    from bench.report import machine
-
-    results = {}
+    doc = results.record(texts=args.texts, warmup=args.warmup, passes=args.passes, batch=args.batch, results={})
     for name in args.only or CONTENDERS:
-        results[name] = run_contender(name, args)
-        shown = {k: v for k, v in results[name].items() if k != "proba"}
-        print(name, json.dumps(shown), flush=True)
-    doc = {
-        "machine": machine(),
-        "texts": args.texts,
-        "warmup": args.warmup,
-        "passes": args.passes,
-        "batch": args.batch,
-        "dtype": os.environ["LLM_LABEL_CLF_DTYPE"],
-        "results": results,
-    }
-    if "ray, 1 actor" in results:
+        doc["results"][name] = run_contender(name, args)
+        print(name, {k: v for k, v in doc["results"][name].items() if k != "proba"}, flush=True)
+    if "ray, 1 actor" in doc["results"]:
         doc["projection"] = projection(doc)
-    text = markdown(doc)
-    out.mkdir(exist_ok=True)
-    (out / "distributed.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "distributed.md").write_text(text)
-    print(text)
+    print(results.write("distributed", doc, markdown))
 
 
 if __name__ == "__main__":

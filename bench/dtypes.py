@@ -13,31 +13,29 @@ To approximate an AVX2-only CPU on one with AVX-512, run it under
 kernels are then capped at AVX2; the default choice honours the oneDNN cap).
 
 Run: ``python bench/dtypes.py [--texts N] [--passes P] [--tag NAME]``; writes
-``bench/results/dtypes[-NAME].json`` and ``.md``.
+``bench/results/dtypes[-NAME].json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-PROMPT = "Review: {text}\nSentiment:"
-INSTRUCTIONS = "Classify the sentiment of each movie review."
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT  # noqa: E402
 
 
 def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
     from llm_label_clf import LLMLabelClassifier, shutdown_engines
 
     began = time.perf_counter()
-    clf = LLMLabelClassifier(prompt=PROMPT, instructions=INSTRUCTIONS, progress=False, engine_options=engine_options)
+    clf = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False,
+                             engine_options=engine_options)
     clf.fit(texts[:8], y[:8])
     start_s = time.perf_counter() - began
     clf.predict_proba(texts[:16])  # warm-up
@@ -54,16 +52,34 @@ def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
             "texts_per_s": rates, "median_texts_per_s": statistics.median(rates), "accuracy": accuracy[0]}
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    m, runs, choice = doc["machine"], doc["results"], doc["default_choice"]
+    end = doc.get("load_avg_end")
+    lines = [
+        f"# dtype on {m['cpu_model']} ({m['cpu_capability']}{', capped by ' + str(m['caps']) if m['caps'] else ''}; "
+        f"torch {m['torch_cpu_capability']}; {m['cores_usable']} cores), {doc['texts']} SST-2 texts",
+        "",
+        f"Default choice: {choice['dtype']} ({choice['why']}). Default / best: {doc['default_share_of_best']:.2f}.",
+        f"Each figure: the median of {len(runs['default']['texts_per_s'])} passes, over two rounds of fresh engines "
+        f"(in order, then reversed); load average {'not recorded' if end is None else f'{end:.1f}'} at the end.",
+        "",
+        "| engine | dtype ran | texts/s (median) | start + fit (s) | accuracy |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, r in runs.items():
+        lines.append(f"| {name} | {r['settings'].get('dtype')} | {r['median_texts_per_s']:.1f} | "
+                     f"{r['start_and_fit_s']:.1f} | {r['accuracy']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--texts", type=int, default=200)
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--tag", default="")
-    args = parser.parse_args()
+    args = results.arguments(parser, markdown, lambda a: "dtypes" + (f"-{a.tag}" if a.tag else ""))
     import pandas as pd
     import torch
-
-    from bench.report import machine
 
     from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
     from llm_label_clf.testing import datasets_dir
@@ -72,50 +88,28 @@ def main() -> None:
     texts, y = frame["text"].tolist(), frame["label"].to_numpy()
     cpu = cpu_info()
     chosen, why = choose_cpu_dtype(cpu)
+    doc = results.record(dtype=f"{chosen} (default), float32, bfloat16", default_choice={"dtype": chosen, "why": why},
+                         texts=len(texts))
+    caps = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ}
+    doc["machine"].update(native_bf16=cpu.native_bf16, caps=caps,
+                          torch_cpu_capability=torch.backends.cpu.get_cpu_capability())
     contenders = (("default", None), ("float32", {"dtype": "float32"}), ("bfloat16", {"dtype": "bfloat16"}))
     rounds: dict[str, list[dict]] = {name: [] for name, _ in contenders}
     for order in (contenders, contenders[::-1]):
-        for name, options in order:
+        for label, options in order:
             r = run(options, texts, y, args.passes)
-            rounds[name].append(r)
-            print(f"{name}: {r['median_texts_per_s']:.1f} texts/s, start+fit {r['start_and_fit_s']:.1f} s, "
+            rounds[label].append(r)
+            print(f"{label}: {r['median_texts_per_s']:.1f} texts/s, start+fit {r['start_and_fit_s']:.1f} s, "
                   f"accuracy {r['accuracy']:.3f}, dtype {r['settings'].get('dtype')}", flush=True)
-    results = {
-        name: {**runs[0], "texts_per_s": [x for r in runs for x in r["texts_per_s"]],
-               "median_texts_per_s": statistics.median(x for r in runs for x in r["texts_per_s"]),
-               "start_and_fit_s": statistics.median(r["start_and_fit_s"] for r in runs)}
-        for name, runs in rounds.items()
+    doc["results"] = {
+        label: {**runs[0], "texts_per_s": [x for r in runs for x in r["texts_per_s"]],
+                "median_texts_per_s": statistics.median(x for r in runs for x in r["texts_per_s"]),
+                "start_and_fit_s": statistics.median(r["start_and_fit_s"] for r in runs)}
+        for label, runs in rounds.items()
     }
-    best = max(r["median_texts_per_s"] for r in results.values())
-    env = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ}
-    document = {
-        "machine": {**machine(), "cpu_capability": cpu.capability, "native_bf16": cpu.native_bf16,
-                    "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "caps": env},
-        "default_choice": {"dtype": chosen, "why": why},
-        "texts": len(texts),
-        "results": results,
-        "default_share_of_best": results["default"]["median_texts_per_s"] / best,
-    }
-    suffix = f"-{args.tag}" if args.tag else ""
-    out = ROOT / "bench" / "results"
-    (out / f"dtypes{suffix}.json").write_text(json.dumps(document, indent=1, default=str))
-    m = document["machine"]
-    lines = [
-        f"# dtype on {m['cpu_model']} ({m['cpu_capability']}{', capped by ' + str(env) if env else ''}; torch "
-        f"{m['torch_cpu_capability']}; {m['cores_usable']} cores), {len(texts)} SST-2 texts",
-        "",
-        f"Default choice: {chosen} ({why}). Default / best: {document['default_share_of_best']:.2f}.",
-        f"Each figure: the median of {2 * args.passes} passes, over two rounds of fresh engines (in order, then "
-        f"reversed); load average {os.getloadavg()[0]:.1f} at the end.",
-        "",
-        "| engine | dtype ran | texts/s (median) | start + fit (s) | accuracy |",
-        "|---|---|---:|---:|---:|",
-    ]
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['settings'].get('dtype')} | {r['median_texts_per_s']:.1f} | "
-                     f"{r['start_and_fit_s']:.1f} | {r['accuracy']:.3f} |")
-    (out / f"dtypes{suffix}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    best = max(r["median_texts_per_s"] for r in doc["results"].values())
+    doc["default_share_of_best"] = doc["results"]["default"]["median_texts_per_s"] / best
+    print(results.write(args.name, doc, markdown))
 
 
 if __name__ == "__main__":

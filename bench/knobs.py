@@ -8,13 +8,12 @@ before each timed pass; texts differ per pass.
 
 Run under each dtype a CPU kind would get (``--dtype float32`` is what a CPU
 without native bf16 runs): ``python bench/knobs.py [--dtype D] [--texts N] [--tag T]``;
-writes ``bench/results/knobs[-T].json`` and ``.md`` with the CPU, its
-capability and every engine setting.
+writes ``bench/results/knobs[-T].json`` and ``.md`` (``bench/results.py``) with
+the CPU, its capability and every engine setting.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,11 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT  # noqa: E402
 
-PROMPT = "Review: {text}\nSentiment:"
-INSTRUCTIONS = "Classify the sentiment of each movie review."
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 #: name -> (engine options over the defaults, environment for the engine, estimator params)
@@ -62,10 +60,10 @@ def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[
     os.environ.update(env)
     try:
         began = time.perf_counter()
-        zero = LLMLabelClassifier(prompt=PROMPT, instructions=INSTRUCTIONS, progress=False,
+        zero = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False,
                                   engine_options=options or None, **params).fit(*train)
         start_s = time.perf_counter() - began
-        few = LLMLabelClassifier(prompt=PROMPT, instructions=INSTRUCTIONS, progress=False, few_shot=4,
+        few = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False, few_shot=4,
                                  random_state=0, engine_options=options or None, **params).fit(*train)
         out: dict[str, Any] = {"engine_options": options, "env": env, "params": params, "start_and_fit_s": start_s}
         for label, clf in (("zero_shot", zero), ("few_shot_4", few)):
@@ -84,50 +82,49 @@ def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[
                 os.environ[k] = v
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice for this CPU)")
-    parser.add_argument("--texts", type=int, default=200)
-    parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--tag", default="")
-    args = parser.parse_args()
-    import pandas as pd
-
-    from bench.report import machine
-
-    from llm_label_clf.testing import datasets_dir
-
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").sample(frac=1.0, random_state=0)
-    train = (frame["text"].tolist()[:64], frame["label"].to_numpy()[:64])
-    test = (frame["text"].tolist()[64 : 64 + args.texts], frame["label"].to_numpy()[64 : 64 + args.texts])
-    results = {}
-    for name in VARIANTS:
-        r = results[name] = run(name, args.dtype, train, test, args.passes)
-        print(f"{name}: zero-shot {r['zero_shot']['median_texts_per_s']:.1f} texts/s, few-shot "
-              f"{r['few_shot_4']['median_texts_per_s']:.1f} texts/s, start+fit {r['start_and_fit_s']:.1f} s",
-              flush=True)
-    base = results["defaults"]
-    doc = {"machine": machine(), "dtype_asked": args.dtype, "texts": args.texts, "results": results}
-    m = doc["machine"]
+def markdown(doc: dict[str, Any]) -> str:
+    m, runs = doc["machine"], doc["results"]
+    base = runs["defaults"]
     lines = [
         f"# CPU knobs on {m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), engine dtype "
-        f"{base['settings'].get('dtype')}, {args.texts} SST-2 texts, median of {args.passes} cold passes",
+        f"{base['settings'].get('dtype')}, {doc['texts']} SST-2 texts, median of "
+        f"{len(base['zero_shot']['texts_per_s'])} cold passes",
         "",
         "| variant | zero-shot texts/s | vs defaults | few-shot (4/class) texts/s | vs defaults | start + fit (s) |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, r in results.items():
+    for name, r in runs.items():
         z, f = r["zero_shot"]["median_texts_per_s"], r["few_shot_4"]["median_texts_per_s"]
         lines.append(
             f"| {name} | {z:.1f} | {z / base['zero_shot']['median_texts_per_s']:.2f} | {f:.1f} | "
             f"{f / base['few_shot_4']['median_texts_per_s']:.2f} | {r['start_and_fit_s']:.1f} |"
         )
     lines += ["", f"Default settings: `{json.dumps(base['settings'], sort_keys=True)}`"]
-    suffix = f"-{args.tag}" if args.tag else ""
-    out = ROOT / "bench" / "results"
-    (out / f"knobs{suffix}.json").write_text(json.dumps(doc, indent=1, default=str))
-    (out / f"knobs{suffix}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = results.parser(__doc__)
+    parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice for this CPU)")
+    parser.add_argument("--texts", type=int, default=200)
+    parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--tag", default="")
+    args = results.arguments(parser, markdown, lambda a: "knobs" + (f"-{a.tag}" if a.tag else ""))
+    import pandas as pd
+
+    from llm_label_clf.testing import datasets_dir
+
+    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").sample(frac=1.0, random_state=0)
+    train = (frame["text"].tolist()[:64], frame["label"].to_numpy()[:64])
+    test = (frame["text"].tolist()[64 : 64 + args.texts], frame["label"].to_numpy()[64 : 64 + args.texts])
+    doc = results.record(dtype=args.dtype, dtype_asked=args.dtype, texts=args.texts, results={})
+    for variant in VARIANTS:
+        r = doc["results"][variant] = run(variant, args.dtype, train, test, args.passes)
+        print(f"{variant}: zero-shot {r['zero_shot']['median_texts_per_s']:.1f} texts/s, few-shot "
+              f"{r['few_shot_4']['median_texts_per_s']:.1f} texts/s, start+fit {r['start_and_fit_s']:.1f} s",
+              flush=True)
+    doc["dtype"] = doc["results"]["defaults"]["settings"].get("dtype", doc["dtype"])
+    print(results.write(args.name, doc, markdown))
 
 
 if __name__ == "__main__":

@@ -6,19 +6,18 @@ and on one engine. Reports each mode's cost per text against first_token
 (or, where first_token cannot tell the classes apart, against options).
 
 Run: ``python bench/label_modes.py [--agnews 400] [--banking-per-class 2]``.
-Writes ``bench/results/label_modes.json`` and ``.md``.
+Writes ``bench/results/label_modes.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
+import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import banking77  # noqa: E402
 
 MODES = [
     ("first_token", {"label_mode": "first_token"}),
@@ -34,27 +33,16 @@ def load(n_agnews: int, banking_per_class: int) -> dict:
     from llm_label_clf.testing import datasets_dir
 
     agnews = pd.read_csv(datasets_dir() / "agnews_test.csv").sample(n=n_agnews, random_state=0)
-    banking = (
-        pd.read_csv(datasets_dir() / "banking77_test.csv")
-        .sample(frac=1.0, random_state=0)
-        .groupby("label")
-        .head(banking_per_class)
-    )
+    banking = banking77(banking_per_class)
     return {
         "agnews": {
             "X": agnews["text"].tolist(),
             "y": agnews["label"].to_numpy(),
             "params": {"prompt": "Article: {text}\nTopic:"},
         },
-        "banking77": {
-            "X": banking["text"].tolist(),
-            "y": banking["label"].to_numpy(),
-            # what a user would do: readable labels instead of snake_case ids
-            "params": {
-                "prompt": "Query: {text}\nIntent:",
-                "labels": {c: c.replace("_", " ") for c in sorted(set(banking["label"]))},
-            },
-        },
+        # what a user would do: readable labels instead of snake_case ids
+        "banking77": {"X": banking.texts, "y": banking.y,
+                      "params": {"prompt": banking.prompt, "labels": banking.labels}},
     }
 
 
@@ -119,12 +107,12 @@ def run_outputs(n: int) -> dict:
     return out
 
 
-def markdown(results: dict) -> str:
+def markdown(doc: dict) -> str:
     lines = [
         "| dataset | mode | reads/text | texts/s | cost/text vs first_token | accuracy | macro-F1 |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-    for dataset, modes in results["datasets"].items():
+    for dataset, modes in doc["datasets"].items():
         base = modes.get("first_token", {}).get("texts_per_s") or modes.get("options", {}).get("texts_per_s")
         for name, r in modes.items():
             if "error" in r:
@@ -135,7 +123,7 @@ def markdown(results: dict) -> str:
                 f"| {dataset} ({r['n']} texts) | {name} | {r['reads_per_text']} | {r['texts_per_s']:.1f} | {cost} "
                 f"| {r['accuracy']:.3f} | {r['macro_f1']:.3f} |"
             )
-    trec = results.get("trec_outputs")
+    trec = doc.get("trec_outputs")
     if trec:
         both = trec["both outputs"]
         lines += [
@@ -152,31 +140,23 @@ def markdown(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--agnews", type=int, default=400)
     parser.add_argument("--banking-per-class", type=int, default=2)
     parser.add_argument("--trec", type=int, default=200)
-    args = parser.parse_args()
+    args = results.arguments(parser, markdown, "label_modes")
     data = load(args.agnews, args.banking_per_class)
-    results: dict = {
-        "machine": {"platform": platform.platform(), "cores": len(os.sched_getaffinity(0))},
-        "load_avg_start": os.getloadavg()[0],
-        "datasets": {},
-    }
+    doc = results.record(datasets={})
     for dataset, d in data.items():
-        results["datasets"][dataset] = {}
+        doc["datasets"][dataset] = {}
         for name, params in MODES:
             r = run_mode(d["X"], d["y"], {**d["params"], **params})
             r["n"] = len(d["X"])
-            results["datasets"][dataset][name] = r
+            doc["datasets"][dataset][name] = r
             print(dataset, name, r, flush=True)
-    results["trec_outputs"] = run_outputs(args.trec)
-    print("trec", results["trec_outputs"], flush=True)
-    results["load_avg_end"] = os.getloadavg()[0]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "label_modes.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "label_modes.md").write_text(markdown(results))
-    print(markdown(results))
+    doc["trec_outputs"] = run_outputs(args.trec)
+    print("trec", doc["trec_outputs"], flush=True)
+    print(results.write("label_modes", doc, markdown))
 
 
 if __name__ == "__main__":

@@ -6,20 +6,20 @@ Reports accuracy, macro-F1, log-loss and expected calibration error (ECE,
 per text of k = 4 few-shot against zero-shot (the prefix cache at work).
 
 Run: ``python bench/learning.py [--n-test 200] [--k 0 4 16]``. Writes
-``bench/results/learning.json`` and ``.md``.
+``bench/results/learning.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
 
 #: One prompt per dataset, as a user would write it (not tuned to the data).
 DATASETS = {
@@ -121,17 +121,37 @@ def methods(k: int) -> list[tuple[str, dict]]:
     ]
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [
+        "| dataset | method | accuracy | macro-F1 | log-loss | ECE | texts/s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, rows in doc["datasets"].items():
+        for label, r in rows.items():
+            speed = f"{r['texts_per_s']:.1f}" if "texts_per_s" in r else "-"
+            lines.append(
+                f"| {name} | {label} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['log_loss']:.3f} "
+                f"| {r['ece']:.3f} | {speed} |"
+            )
+    for name, rows in doc["datasets"].items():
+        zero, few = rows.get("zero-shot"), rows.get("few-shot k=4")
+        if zero and few:
+            lines.append(f"\n{name}: cost per text of k=4 few-shot vs zero-shot: "
+                         f"{zero['texts_per_s'] / few['texts_per_s']:.2f}x")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--k", type=int, nargs="+", default=[0, 4, 16])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    args = parser.parse_args()
-    results: dict = {"n_test": args.n_test, "load_avg_start": os.getloadavg()[0], "datasets": {}}
+    args = results.arguments(parser, markdown, "learning")
+    doc = results.record(n_test=args.n_test, datasets={})
     for name in args.datasets:
         test, pool = split(name, args.n_test)
         prompt = DATASETS[name]["prompt"]
-        rows = results["datasets"][name] = {}
+        rows = doc["datasets"][name] = {}
         for k in args.k:
             # zero-shot modes use no labels: they are fitted on 4 texts per class for classes_ only
             train = draw(pool, max(k, 4))
@@ -140,27 +160,7 @@ def main() -> None:
                 r["k"] = k
                 rows[label] = r
                 print(name, label, {a: round(b, 3) for a, b in r.items()}, flush=True)
-    results["load_avg_end"] = os.getloadavg()[0]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "learning.json").write_text(json.dumps(results, indent=2) + "\n")
-    lines = [
-        "| dataset | method | accuracy | macro-F1 | log-loss | ECE | texts/s |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, rows in results["datasets"].items():
-        for label, r in rows.items():
-            speed = f"{r['texts_per_s']:.1f}" if "texts_per_s" in r else "-"
-            lines.append(
-                f"| {name} | {label} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['log_loss']:.3f} "
-                f"| {r['ece']:.3f} | {speed} |"
-            )
-    for name, rows in results["datasets"].items():
-        zero, few = rows.get("zero-shot"), rows.get("few-shot k=4")
-        if zero and few:
-            lines.append(f"\n{name}: cost per text of k=4 few-shot vs zero-shot: "
-                         f"{zero['texts_per_s'] / few['texts_per_s']:.2f}x")
-    (RESULTS / "learning.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print(results.write("learning", doc, markdown))
 
 
 if __name__ == "__main__":

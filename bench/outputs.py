@@ -11,20 +11,19 @@ over interleaved rounds, all on one engine in one process; each timed pass
 starts from an empty prefix cache, after a warm-up on 8 other texts).
 
 Run: ``python bench/outputs.py [--n 200] [--rounds 3]``. Writes
-``bench/results/outputs.json`` and ``.md``.
+``bench/results/outputs.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+
 #: Output names as a user would write them; they are the answer cues.
 NAMES = ["answer type", "fine answer type"]
 PROMPTS = ["Question: {text}\nAnswer type:", "Question: {text}\nFine answer type:"]
@@ -44,10 +43,10 @@ def main() -> None:
     from llm_label_clf.engines.loop import run_sync
     from llm_label_clf.testing import datasets_dir
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = results.arguments(parser, markdown, "outputs")
     table = pd.read_csv(datasets_dir() / "trec_test.csv")
     frame = table.sample(n=args.n, random_state=0)
     X = frame["text"].tolist()
@@ -57,13 +56,7 @@ def main() -> None:
         name: LLMLabelClassifier(progress=False, low_mass="ignore", **params).fit(X, Y)
         for name, params in READS.items()
     }
-    results: dict = {
-        "n": args.n,
-        "rounds": args.rounds,
-        "machine": {"platform": platform.platform(), "cores": len(os.sched_getaffinity(0))},
-        "load_avg_start": os.getloadavg()[0],
-        "reads": {},
-    }
+    doc = results.record(n=args.n, rounds=args.rounds, reads={})
     speeds: dict[str, list[float]] = {name: [] for name in READS}
     probas = {}
     engine = get_engine()
@@ -96,30 +89,26 @@ def main() -> None:
             )
         exact = float(np.mean(np.all(np.column_stack(preds) == Y.to_numpy(), axis=1)))
         modes = [e.label_mode_ for e in clf.estimators_] if "estimators_" in clf.__dict__ else ["joint options"]
-        results["reads"][name] = {
+        doc["reads"][name] = {
             "texts_per_s": statistics.median(speeds[name]),
             "texts_per_s_rounds": speeds[name],
             "outputs": per_output,
             "exact_match": exact,
             "label_modes": modes,
         }
-    results["load_avg_end"] = os.getloadavg()[0]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "outputs.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "outputs.md").write_text(markdown(results))
-    print(markdown(results))
+    print(results.write("outputs", doc, markdown))
 
 
-def markdown(results: dict) -> str:
+def markdown(doc: dict) -> str:
     lines = [
-        f"TREC, {results['n']} texts, texts/s the median of {results['rounds']} interleaved rounds "
-        f"(load average {results['load_avg_start']:.1f} at start, {results['load_avg_end']:.1f} at end):",
+        f"TREC, {doc['n']} texts, texts/s the median of {doc['rounds']} interleaved rounds "
+        f"(load average {doc['load_avg_start']:.1f} at start, {doc['load_avg_end']:.1f} at end):",
         "",
         "| read | texts/s | coarse acc | coarse macro-F1 | coarse log-loss | fine acc | fine macro-F1 "
         "| fine log-loss | both right |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, r in results["reads"].items():
+    for name, r in doc["reads"].items():
         c, f = r["outputs"]
         lines.append(
             f"| {name} | {r['texts_per_s']:.1f} | {c['accuracy']:.3f} | {c['macro_f1']:.3f} | {c['log_loss']:.2f} "

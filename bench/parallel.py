@@ -13,7 +13,7 @@ engine), sampled every 0.25 s. Scores and probabilities are checked against
 ``n_jobs=None``'s.
 
 Run: ``python bench/parallel.py [--texts 48]``; writes
-``bench/results/parallel.json`` and ``.md``.
+``bench/results/parallel.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
@@ -21,16 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import emit, family, run_child  # noqa: E402
 
 PROMPTS = ["Review: {text}\nSentiment (positive or negative):", "Text: {text}\nSentiment:"]
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -72,95 +71,51 @@ def child(config: dict[str, Any], texts: int) -> None:
         if config.get("backend") == "loky":
             probe = joblib.delayed(lambda: (os.getpid(), engine_count()))
             workers = dict(joblib.Parallel(n_jobs=2)(probe() for _ in range(4)))
-    print(
-        "RESULT "
-        + json.dumps(
-            {
-                "cold_fit_s": times[0],
-                "warm_fit_s": times[1],
-                "predict_s": predict_s,
-                "engines_here": engine_count(),
-                "engines_in_probed_workers": sum(workers.values()),
-                "best_params": search.best_params_,
-                "mean_test_score": search.cv_results_["mean_test_score"].tolist(),
-                "proba": proba.tolist(),
-            }
-        ),
-        flush=True,
-    )
-
-
-def _tree(process: Any) -> list[Any]:
-    import psutil
-
-    try:
-        return [process, *process.children(recursive=True)]
-    except psutil.Error:
-        return []
+    emit({"cold_fit_s": times[0], "warm_fit_s": times[1], "predict_s": predict_s, "engines_here": engine_count(),
+          "engines_in_probed_workers": sum(workers.values()), "best_params": search.best_params_,
+          "mean_test_score": search.cv_results_["mean_test_score"].tolist(), "proba": proba.tolist()})
 
 
 def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
     """Runs one configuration in a fresh process with a registry of its own,
-    sampling memory and engine processes; stops any shared server after."""
+    sampling the memory of every process involved (its tree and the shared
+    servers' trees) and the vLLM engine processes seen; stops any shared
+    server after."""
     import psutil
 
     from llm_label_clf.engines.shared import SHARED_DIR_ENV, SHARED_IDLE_ENV, Registry, stop_shared_servers
 
     registry_dir = Path(tempfile.mkdtemp(prefix="llc-parallel-"))
     env = {**os.environ, **config.get("env", {}), SHARED_DIR_ENV: str(registry_dir), SHARED_IDLE_ENV: "60"}
-    cmd = [sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    root = psutil.Process(proc.pid)
-    peak = {"rss": 0}
-    engine_cores: set[int] = set()
-    servers: set[int] = set()
-    done = threading.Event()
+    registry, servers, engine_cores = Registry(registry_dir), set(), set()
 
-    def sample() -> None:
-        registry = Registry(registry_dir)
-        while not done.wait(0.25):
-            processes = _tree(root)
-            for entry in filter(None, map(registry.read, registry.names())):
-                servers.add(entry["pid"])
-            for pid in servers:
-                try:
-                    processes += _tree(psutil.Process(pid))
-                except psutil.Error:
-                    continue
-            total = 0
-            for p in {p.pid: p for p in processes}.values():
-                try:
-                    total += p.memory_info().rss
-                    if p.name().startswith("VLLM::EngineCor"):
-                        engine_cores.add(p.pid)
-                except psutil.Error:
-                    continue
-            peak["rss"] = max(peak["rss"], total)
+    def involved(root: Any) -> list[Any]:
+        servers.update(entry["pid"] for entry in filter(None, map(registry.read, registry.names())))
+        processes = {p.pid: p for p in family(root)}
+        for pid in servers:
+            try:
+                processes.update((p.pid, p) for p in family(psutil.Process(pid)))
+            except psutil.Error:
+                continue
+        for p in processes.values():
+            try:
+                if p.name().startswith("VLLM::EngineCor"):
+                    engine_cores.add(p.pid)
+            except psutil.Error:
+                continue
+        return list(processes.values())
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate(timeout=1800)
-    wall_s = time.perf_counter() - started
-    done.set()
-    sampler.join()
-    os.environ[SHARED_DIR_ENV] = str(registry_dir)
     try:
-        stop_shared_servers()
+        ran = run_child([sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)], env=env,
+                        timeout=1800, processes=involved)
     finally:
-        del os.environ[SHARED_DIR_ENV]
-    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"{name} failed:\n{err[-3000:]}")
-    result = json.loads(line[7:])
-    result.update(
-        wall_s=wall_s,
-        peak_rss_gib=peak["rss"] / 2**30,
-        model_loads=len(engine_cores),
-        shared_servers=len(servers),
-        load_avg_1m=os.getloadavg()[0],
-    )
-    return result
+        os.environ[SHARED_DIR_ENV] = str(registry_dir)
+        try:
+            stop_shared_servers()
+        finally:
+            del os.environ[SHARED_DIR_ENV]
+    return {**ran.message, "wall_s": ran.seconds, "peak_rss_gib": ran.memory.peak / 2**30,
+            "model_loads": len(engine_cores), "shared_servers": len(servers), "load_avg_1m": os.getloadavg()[0]}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -189,29 +144,20 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--texts", type=int, default=48)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="run only these configurations")
-    args = parser.parse_args()
+    args = results.arguments(parser, markdown, "parallel")
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
     if args.child:
         child(json.loads(args.child), args.texts)
         return
-    from bench.report import machine
-
-    results = {}
+    doc = results.record(texts=args.texts, results={})
     for name in args.only or CONFIGS:
-        results[name] = run_config(name, CONFIGS[name], args.texts)
-        shown = {k: v for k, v in results[name].items() if k != "proba"}
-        print(name, json.dumps(shown), flush=True)
-    doc = {"machine": machine(), "texts": args.texts, "dtype": os.environ["LLM_LABEL_CLF_DTYPE"], "results": results}
-    text = markdown(doc)
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "parallel.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "parallel.md").write_text(text)
-    print(text)
+        doc["results"][name] = run_config(name, CONFIGS[name], args.texts)
+        print(name, {k: v for k, v in doc["results"][name].items() if k != "proba"}, flush=True)
+    print(results.write("parallel", doc, markdown))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ on one vLLM server and on two, plus each server's start-up time and one
 that the remote logprobs equal the embedded ones. The client sends one
 request per read (vLLM batches them on the server; a client-side batcher
 measured 24.5 vs 21.4 texts/s, inside the spread, and was removed). Writes
-``bench/results/remote.json`` and ``bench/results/remote.md``.
+``bench/results/remote.json`` and ``.md`` (``bench/results.py``).
 
 All engines stay up and take turns in every round, so load from other
 processes hits each alike. Run: ``python bench/remote.py [--texts 400]
@@ -16,21 +16,20 @@ server adds no compute.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+
 PROMPT = "Review: {text}\nSentiment (positive or negative):"
 LABELS = (" positive", " negative")
 MODEL = "smollm2-135m-instruct"
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def load_texts(n: int) -> list[str]:
@@ -62,20 +61,20 @@ def timed_reads(
     from llm_label_clf.engines.loop import run_sync
     from llm_label_clf.reading.batches import read_label_logprobs
 
-    results: dict[str, dict[str, Any]] = {name: {"rounds": [], "loads": []} for name in engines}
+    found: dict[str, dict[str, Any]] = {name: {"rounds": [], "loads": []} for name in engines}
     for engine in engines.values():
         run_sync(read_label_logprobs(engine, prompts[:16], label_ids))
     for _ in range(rounds):
         for name, engine in engines.items():
             start = time.perf_counter()
-            results[name]["scores"] = run_sync(read_label_logprobs(engine, prompts, label_ids))
-            results[name]["rounds"].append(len(prompts) / (time.perf_counter() - start))
-            results[name]["loads"].append(os.getloadavg()[0])
-            print(f"{name}: {results[name]['rounds'][-1]:.1f} texts/s", flush=True)
-    for result in results.values():
+            found[name]["scores"] = run_sync(read_label_logprobs(engine, prompts, label_ids))
+            found[name]["rounds"].append(len(prompts) / (time.perf_counter() - start))
+            found[name]["loads"].append(os.getloadavg()[0])
+            print(f"{name}: {found[name]['rounds'][-1]:.1f} texts/s", flush=True)
+    for result in found.values():
         result["texts_per_s"] = statistics.median(result["rounds"])
         result["load_avg_1m"] = statistics.median(result.pop("loads"))
-    return results
+    return found
 
 
 def raw_batched_http(url: str, prompts: list[list[int]], label_ids: list[int]) -> float:
@@ -94,13 +93,14 @@ def raw_batched_http(url: str, prompts: list[list[int]], label_ids: list[int]) -
 
 
 def markdown(doc: dict[str, Any]) -> str:
+    m = doc["machine"]
     rows = [
         ("embedded AsyncLLM (in process)", doc["embedded"], f"{doc['embedded']['start_s']:.1f}"),
         ("one server, RemoteClient", doc["one_server"], f"{doc['servers_start_s'][0]:.1f}"),
         ("two servers, RemoteClient", doc["two_servers"], f"{doc['servers_start_s'][1]:.1f} (2nd)"),
     ]
     lines = [
-        f"SST-2 dev, {doc['texts']} texts, built-in model, {doc['machine']['cpus']} CPUs shared by client and "
+        f"SST-2 dev, {doc['texts']} texts, built-in model, {m.get('cpus') or m['cores']} CPUs shared by client and "
         f"server(s); median of {doc['rounds']} rounds after a warm-up; at most {doc['max_concurrency']} reads in "
         f"flight per server, one request per read. The load average shows what else ran.",
         "",
@@ -132,12 +132,11 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--texts", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-concurrency", type=int, default=32)
-    args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    args = results.arguments(parser, markdown, "remote")
 
     import numpy as np
 
@@ -146,9 +145,9 @@ def main() -> None:
     from llm_label_clf.models.builtin import resolve_model
     from llm_label_clf.testing import vllm_server
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    results.RESULTS.mkdir(parents=True, exist_ok=True)
     texts = load_texts(args.texts)
-    started = time.strftime("%Y-%m-%d %H:%M")
+    doc = results.record(texts=len(texts), rounds=args.rounds, max_concurrency=args.max_concurrency)
 
     start = time.perf_counter()
     engine = get_engine(MODEL)
@@ -161,7 +160,7 @@ def main() -> None:
         # leaving, the remote engines close, then the servers stop
         with contextlib.ExitStack() as stack:
             for name in "ab":
-                log = RESULTS / f"remote-server-{name}.log"
+                log = results.RESULTS / f"remote-server-{name}.log"
                 server = vllm_server(resolve_model(MODEL), served_model_name=MODEL, log_path=log)
                 servers.append(stack.enter_context(server))
                 print(f"server {name} up in {servers[-1].start_s:.1f} s", flush=True)
@@ -184,26 +183,12 @@ def main() -> None:
     reference = embedded.pop("scores").logprobs
     remote = {"one_server": one_server, "two_servers": two_servers}
     diffs = {name: float(np.abs(result.pop("scores").logprobs - reference).max()) for name, result in remote.items()}
-    doc = {
-        "started": started,
-        "texts": len(texts),
-        "rounds": args.rounds,
-        "max_concurrency": args.max_concurrency,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "embedded": embedded,
-        "one_server": one_server,
-        "two_servers": two_servers,
-        "servers_start_s": [s.start_s for s in servers],
-        "connect_s": connect_s,
-        "raw_batched_http_texts_per_s": raw,
-        "max_abs_diff": diffs,
-    }
-    text = markdown(doc)
-    (RESULTS / "remote.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (RESULTS / "remote.md").write_text(text)
-    for log in RESULTS.glob("remote-server-*.log"):
+    doc.update(embedded=embedded, one_server=one_server, two_servers=two_servers,
+               servers_start_s=[s.start_s for s in servers], connect_s=connect_s, raw_batched_http_texts_per_s=raw,
+               max_abs_diff=diffs)
+    for log in results.RESULTS.glob("remote-server-*.log"):
         log.unlink()
-    print(text)
+    print(results.write("remote", doc, markdown))
 
 
 if __name__ == "__main__":

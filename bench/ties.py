@@ -11,15 +11,11 @@ Engines, one after the other in this process: ``bfloat16``, ``float32`` and
 timed pass.
 
 Run: ``python bench/ties.py [--sst2 872] [--banking-per-intent 3]``; writes
-``bench/results/ties.json`` and ``.md``.
+``bench/results/ties.json`` and ``.md`` (``bench/results.py``).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import os
 import sys
 import time
 import warnings
@@ -28,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import results  # noqa: E402
+from bench.common import SST2_LABELS, SST2_PROMPT, Task, banking77  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results"
 CONFIGS = {  # float32 first: the others are compared with it
     "float32": {"dtype": "float32"},
     "bfloat16": {"dtype": "bfloat16"},
@@ -39,23 +35,15 @@ CONFIGS = {  # float32 first: the others are compared with it
 }
 
 
-def sets(n_sst2: int, banking_per_intent: int, n_banking: int | None = None) -> list[Any]:
+def sets(n_sst2: int, banking_per_intent: int, n_banking: int | None = None) -> list[Task]:
     import pandas as pd
-
-    from bench.common import SST2_LABELS, SST2_PROMPT, Task
 
     from llm_label_clf.testing import datasets_dir
 
     sst = pd.read_csv(datasets_dir() / "sst2_dev.csv").head(n_sst2)
-    bank = pd.read_csv(datasets_dir() / "banking77_test.csv")
-    labels = {c: c.replace("_", " ") for c in sorted(set(bank["label"]))}
-    bank = bank.sample(frac=1.0, random_state=0).groupby("label").head(banking_per_intent)
-    if n_banking:
-        bank = bank.head(n_banking)
-    return [
-        Task("sst2_dev", sst["text"].tolist(), sst["label"].to_numpy(), SST2_PROMPT, SST2_LABELS),
-        Task("banking77", bank["text"].tolist(), bank["label"].to_numpy(), "Query: {text}\nIntent:", labels),
-    ]
+    bank = banking77(banking_per_intent)
+    return [Task("sst2_dev", sst["text"].tolist(), sst["label"].to_numpy(), SST2_PROMPT, SST2_LABELS),
+            bank.subset(n_banking) if n_banking else bank]
 
 
 def run(task: Any, options: dict[str, Any]) -> dict[str, Any]:
@@ -90,29 +78,27 @@ def run(task: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = results.parser(__doc__)
     parser.add_argument("--sst2", type=int, default=872)
     parser.add_argument("--banking-per-intent", type=int, default=3)
     parser.add_argument("--banking-texts", type=int, default=None, help="cap Banking77 at N texts")
-    args = parser.parse_args()
+    args = results.arguments(parser, markdown, "ties")
     from bench.contenders import MODEL
-    from bench.report import machine
 
     from llm_label_clf import engine_info, shutdown_engines
 
-    doc: dict[str, Any] = {"machine": machine(), "model": MODEL, "load_before": [round(x, 2) for x in os.getloadavg()],
-                           "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "rows": []}
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+    doc = results.record(dtype=", ".join(CONFIGS), model=MODEL, rows=[])
+    found: dict[tuple[str, str], dict[str, Any]] = {}
     for name, options in CONFIGS.items():
         for task in sets(args.sst2, args.banking_per_intent, args.banking_texts):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    results[(task.name, name)] = out = run(task, options)
+                    found[(task.name, name)] = out = run(task, options)
             except Exception as exc:  # e.g. a head dtype this vLLM refuses: say so in the table
                 doc["rows"].append({"set": task.name, "engine": name, "error": f"{type(exc).__name__}: {exc}"[:500]})
                 continue
-            reference = results.get((task.name, "float32"))
+            reference = found.get((task.name, "float32"))
             row = {"set": task.name, "engine": name, "texts": len(task.texts), "label_mode": out["label_mode"],
                    "tied_texts": int(out["tied"].sum()), "seconds_per_text": out["seconds_per_text"],
                    "accuracy_first_class_rule": out["accuracy_first_class_rule"],
@@ -126,22 +112,19 @@ def main() -> None:
                     classes = np.array(sorted(task.labels))
                     row["tied_accuracy_float32"] = float((classes[ref[tied].argmax(1)] == task.y[tied]).mean())
             doc["rows"].append(row)
-            print(json.dumps(row), flush=True)
+            print(row, flush=True)
         doc.setdefault("engines", []).extend(e["settings"] for e in engine_info()["engines"])
         shutdown_engines()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ties.json").write_text(json.dumps(doc, indent=2, default=str))
-    (RESULTS / "ties.md").write_text(markdown(doc))
-    print(markdown(doc))
+    print(results.write("ties", doc, markdown))
 
 
 def markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
-        f"Run {doc['date']}, load average before {doc['load_before']}; CPU {m['cpu_model']} ({m['cpu_capability']}, "
-        f"{m['cores']} cores). Tied: two or more classes at exactly the top probability. The first-class rule is a "
-        "plain argmax (the old behaviour); the prior rule is `predict`'s (largest class prior from fit, then the "
-        "first class).",
+        f"Run {doc['date']}, load average before {doc.get('load_before', doc.get('load_avg_start'))}; CPU "
+        f"{m['cpu_model']} ({m['cpu_capability']}, {m['cores']} cores). Tied: two or more classes at exactly the top "
+        "probability. The first-class rule is a plain argmax (the old behaviour); the prior rule is `predict`'s "
+        "(largest class prior from fit, then the first class).",
         "",
         "| set | engine | texts | tied texts | acc. (first-class rule) | acc. (prior rule) | tied texts' acc. in "
         "float32 | argmax = float32 | s/text |",
