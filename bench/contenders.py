@@ -238,6 +238,18 @@ def one_read_s(n_sst2: int, engine_options: dict[str, Any] | None = None) -> flo
     return seconds / n_sst2
 
 
+def tagged_pass(clf: Any, texts: Sequence[str], y: Any, tag: Any, cold: bool = False) -> tuple[float, float]:
+    """One timed ``predict_proba`` of the fitted estimator ``clf`` over
+    ``texts``, each prefixed by ``(tag)`` so that no other pass's prompts are in
+    the prefix cache (``cold``: the cache emptied first too): texts/s and accuracy."""
+    if cold:
+        empty_prefix_cache(clf.engine_options)
+    began = time.perf_counter()
+    proba = clf.predict_proba([f"({tag}) {t}" for t in texts])
+    seconds = time.perf_counter() - began
+    return len(texts) / seconds, float((clf.classes_[proba.argmax(axis=1)] == y).mean())
+
+
 class Estimator(Contender):
     """``LLMLabelClassifier.predict_proba``; start-up is the first ``fit``
     (engine start plus the label-token check). A task whose ``fit`` fails (say,

@@ -42,13 +42,14 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 # bench.results takes this file's folder off sys.path: this file would shadow Dask's ``distributed``
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import emit, run_child  # noqa: E402
+from bench.common import emit, run_child, timed_passes  # noqa: E402
 
 #: Ray's own vLLM stage (``ray.data.llm``) through ``ray_llm_processor``, one engine.
 RAY_LLM = "ray.data.llm stage, 1 engine"
@@ -80,7 +81,7 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
     """One contender, in this (fresh) process; prints a JSON line."""
     import numpy as np
 
-    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf import LLMLabelClassifier, shutdown_engines
 
     X, y, warm, timed = _data(texts, warmup)
     began = time.perf_counter()
@@ -88,21 +89,11 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
     fit_s = time.perf_counter() - began  # this process's engine start + fit (every contender fits here)
     extra: dict[str, Any] = {}
     if name == "in-process":
-        from llm_label_clf import shutdown_engines
-
-        began = time.perf_counter()
-        clf.predict_proba(warm)
-        first_s = time.perf_counter() - began
-        durations, proba = [], None
-        for _ in range(passes):
-            began = time.perf_counter()
-            proba = clf.predict_proba(timed)
-            durations.append(time.perf_counter() - began)
+        _, (first_s,) = timed_passes(lambda: clf.predict_proba(warm), 1)
+        proba, durations = timed_passes(lambda: clf.predict_proba(timed), passes)
         shutdown_engines()
         engine_start_s = fit_s
     else:
-        from llm_label_clf import shutdown_engines
-
         shutdown_engines()  # the contender's engine is the actor's or worker's; none idles here
         frame = _frame(warm, timed, passes)
         if name == "ray, 1 actor":
@@ -116,31 +107,47 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
           "proba": np.asarray(proba).tolist(), **extra})
 
 
-def _ray(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int) -> tuple[float, list[float], Any]:
-    """One actor with both cores; results streamed, each batch's arrival timed."""
-    import numpy as np
+@contextmanager
+def _local_ray() -> Any:
+    """A local Ray for the block (``ray.init(num_cpus=2)``, quiet, results in order), shut down after."""
     import ray
-
-    from llm_label_clf import score_ray_dataset
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False
     try:
-        # the warm-up texts form the first batch; the timed passes follow in batches of ``batch``
-        blocks = [frame.iloc[:warmup]] + [frame.iloc[s : s + batch] for s in range(warmup, len(frame), batch)]
-        dataset = ray.data.from_blocks(blocks)
-        scored = score_ray_dataset(dataset, clf, batch_size=None, num_cpus=2)  # one block = one batch
-        began = time.perf_counter()
-        arrivals, rows, parts = [], [], []
-        for part in scored.iter_batches(batch_format="pandas", batch_size=None, prefetch_batches=0):
-            arrivals.append(time.perf_counter() - began)
-            rows.append(len(part))
-            parts.append(part)
+        yield ray
     finally:
         ray.shutdown()
-    ends = np.cumsum(rows)
+
+
+def _blocks(frame: Any, warmup: int, batch: int) -> list[Any]:
+    """The warm-up texts as the first block, then the timed passes in blocks of ``batch``."""
+    return [frame.iloc[:warmup]] + [frame.iloc[s : s + batch] for s in range(warmup, len(frame), batch)]
+
+
+def _streamed(scored: Any) -> tuple[list[float], list[Any]]:
+    """A Ray dataset's batches as they arrive, and each one's arrival (seconds from the start)."""
+    began = time.perf_counter()
+    arrivals, parts = [], []
+    for part in scored.iter_batches(batch_format="pandas", batch_size=None, prefetch_batches=0):
+        arrivals.append(time.perf_counter() - began)
+        parts.append(part)
+    return arrivals, parts
+
+
+def _ray(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int) -> tuple[float, list[float], Any]:
+    """One actor with both cores; results streamed, each batch's arrival timed."""
+    import numpy as np
+
+    from llm_label_clf import score_ray_dataset
+
+    with _local_ray() as ray:
+        scored = score_ray_dataset(ray.data.from_blocks(_blocks(frame, warmup, batch)), clf, batch_size=None,
+                                   num_cpus=2)  # one block = one batch
+        arrivals, parts = _streamed(scored)
+    ends = np.cumsum([len(part) for part in parts])
     marks = [arrivals[int(np.searchsorted(ends, warmup + k * texts))] for k in range(passes + 1)]
     proba = np.vstack([p[[f"proba_{c}" for c in clf.classes_]].to_numpy() for p in parts])[-texts:]
     return marks[0], list(np.diff(marks)), proba
@@ -155,17 +162,12 @@ def _ray_llm(
     timed. Also returns the per-batch arrival times and row counts."""
     import numpy as np
     import pandas as pd
-    import ray
 
     from llm_label_clf import ray_llm_processor
     from llm_label_clf.engines.hardware import DTYPE_ENV
     from llm_label_clf.engines.local import engine_settings
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = True
-    context.enable_progress_bars = False
-    try:
+    with _local_ray() as ray:
         processor = ray_llm_processor(
             clf,
             id_column="id",
@@ -178,16 +180,7 @@ def _ray_llm(
             preprocess_map_kwargs={"num_cpus": 0.25},
             postprocess_map_kwargs={"num_cpus": 0.25},
         )
-        # the same blocks as the Ray actor's: the warm-up texts first, then the timed passes in batches of ``batch``
-        blocks = [frame.iloc[:warmup]] + [frame.iloc[s : s + batch] for s in range(warmup, len(frame), batch)]
-        scored = processor(ray.data.from_blocks(blocks))
-        began = time.perf_counter()
-        arrivals, parts = [], []
-        for part in scored.iter_batches(batch_format="pandas", batch_size=None, prefetch_batches=0):
-            arrivals.append(time.perf_counter() - began)
-            parts.append(part)
-    finally:
-        ray.shutdown()
+        arrivals, parts = _streamed(processor(ray.data.from_blocks(_blocks(frame, warmup, batch))))
     out = pd.concat(parts, ignore_index=True).sort_values("id", kind="stable")
     if not np.array_equal(out["id"].to_numpy(), np.arange(len(frame))):
         raise RuntimeError(f"{RAY_LLM}: rows lost or duplicated ({len(out)} rows back of {len(frame)})")

@@ -31,6 +31,9 @@ from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT  # noqa: E402
 
 
 def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
+    """A fresh engine with ``engine_options``: start-up and fit, then ``passes`` timed passes."""
+    from bench.contenders import tagged_pass
+
     from llm_label_clf import LLMLabelClassifier, shutdown_engines
 
     began = time.perf_counter()
@@ -39,17 +42,11 @@ def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
     clf.fit(texts[:8], y[:8])
     start_s = time.perf_counter() - began
     clf.predict_proba(texts[:16])  # warm-up
-    rates, accuracy = [], []
-    for p in range(passes):
-        batch = [f"({p}) {t}" for t in texts]
-        began = time.perf_counter()
-        proba = clf.predict_proba(batch)
-        rates.append(len(texts) / (time.perf_counter() - began))
-        accuracy.append(float((clf.classes_[proba.argmax(axis=1)] == y).mean()))
+    rates, accuracy = zip(*(tagged_pass(clf, texts, y, p) for p in range(passes)), strict=True)
     settings = clf._engine().settings
     shutdown_engines()
     return {"engine_options": engine_options, "settings": settings, "start_and_fit_s": start_s,
-            "texts_per_s": rates, "median_texts_per_s": statistics.median(rates), "accuracy": accuracy[0]}
+            "texts_per_s": list(rates), "median_texts_per_s": statistics.median(rates), "accuracy": accuracy[0]}
 
 
 def markdown(doc: dict[str, Any]) -> str:

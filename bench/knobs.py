@@ -39,19 +39,11 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
 }
 
 
-def _pass(clf: Any, texts: list[str], y: Any, tag: str) -> tuple[float, float]:
-    from bench.contenders import empty_prefix_cache
-
-    empty_prefix_cache(clf.engine_options)
-    batch = [f"({tag}) {t}" for t in texts]
-    began = time.perf_counter()
-    proba = clf.predict_proba(batch)
-    seconds = time.perf_counter() - began
-    return len(texts) / seconds, float((clf.classes_[proba.argmax(axis=1)] == y).mean())
-
-
 def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[list[str], Any],
         passes: int) -> dict[str, Any]:
+    """Variant ``name`` on a fresh engine: start-up and fit, then ``passes`` cold passes zero-shot and few-shot."""
+    from bench.contenders import tagged_pass
+
     from llm_label_clf import LLMLabelClassifier, shutdown_engines
 
     options, env, params = VARIANTS[name]
@@ -68,7 +60,7 @@ def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[
         out: dict[str, Any] = {"engine_options": options, "env": env, "params": params, "start_and_fit_s": start_s}
         for label, clf in (("zero_shot", zero), ("few_shot_4", few)):
             clf.predict_proba(test[0][:8])  # warm-up
-            rates = [_pass(clf, test[0], test[1], f"{label}{p}") for p in range(passes)]
+            rates = [tagged_pass(clf, test[0], test[1], f"{label}{p}", cold=True) for p in range(passes)]
             out[label] = {"median_texts_per_s": statistics.median(r for r, _ in rates),
                           "texts_per_s": [r for r, _ in rates], "accuracy": rates[0][1]}
         out["settings"] = zero._engine().settings

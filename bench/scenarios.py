@@ -95,47 +95,31 @@ def threads(task: Task, estimator: Any, rounds: int) -> dict[str, Any]:
     return _throughput(len(task.texts), _rounds(THREADS, run, rounds), request_texts=REQUEST_TEXTS)
 
 
-def few_shot_split(task: Task, n_eval: int) -> tuple[Task, Task, str]:
-    """Texts to evaluate (a seeded sample), the other rows (the pool examples
-    come from), and a few-shot block of ``SHOTS_PER_CLASS`` pool examples per
-    class, classes alternating, each rendered with the prompt and its answer
-    (for an estimator without ``few_shot=``, where the block goes into
-    ``instructions=``)."""
+def few_shot_split(task: Task, n_eval: int) -> tuple[Task, Task]:
+    """Texts to evaluate (a seeded sample), and the other rows (the pool the examples come from)."""
     order = np.random.default_rng(SEED + 1).permutation(len(task.texts))
 
     def rows(index: np.ndarray) -> Task:
         return Task(task.name, [task.texts[i] for i in index], task.y[index], task.prompt, task.labels)
 
-    evaluated, pool = rows(order[:n_eval]), rows(order[n_eval:])
-    shots = {c: [i for i in range(len(pool.texts)) if pool.y[i] == c][:SHOTS_PER_CLASS] for c in task.classes}
-    lines = [render(pool, pool.texts[shots[c][j]]) + " " + task.labels[c]
-             for j in range(SHOTS_PER_CLASS) for c in task.classes]
-    return evaluated, pool, "\n\n".join(lines) + "\n"
+    return rows(order[:n_eval]), rows(order[n_eval:])
 
 
 def few_shot(task: Task, n_eval: int, warmup: list[str]) -> dict[str, Any]:
-    """Zero-shot, then few-shot with the prefix cache on (the default) and off
+    """Zero-shot, then ``few_shot=SHOTS_PER_CLASS`` (examples drawn from the
+    rows not evaluated, given to ``fit``) with the prefix cache on (the
+    default; also with ``calibration="batch"``) and off
     (``enable_prefix_caching=False``, its own engine), on the same texts, one
-    pass each from an empty cache. Few-shot uses the estimator's
-    ``few_shot=SHOTS_PER_CLASS`` (examples drawn from the rows not evaluated,
-    given to ``fit``) where it exists, else the block in ``instructions=``;
-    with ``calibration=`` available, also few-shot with ``calibration="batch"``."""
-    from llm_label_clf import LLMLabelClassifier
+    pass each from an empty cache."""
     from llm_label_clf.engines.local import get_engine, shutdown_engines
 
-    evaluated, pool, block = few_shot_split(task, n_eval)
-    params = LLMLabelClassifier().get_params()
-    native = "few_shot" in params
-    shots: dict[str, Any] = (
-        {"few_shot": SHOTS_PER_CLASS, "random_state": SEED} if native else {"instructions": block}
-    )
+    evaluated, pool = few_shot_split(task, n_eval)
+    shots = {"few_shot": SHOTS_PER_CLASS, "random_state": SEED}
     tokenizer = get_engine(MODEL, None).tokenizer
-    out: dict[str, Any] = {"shots_per_class": SHOTS_PER_CLASS, "texts": len(evaluated.texts),
-                           "via": "few_shot=" if native else "instructions="}
-    settings: list[tuple[str, dict[str, Any]]] = [("zero-shot", {}), ("few-shot, prefix cache on", shots)]
-    if "calibration" in params:
-        settings.append(("few-shot + calibration='batch', prefix cache on", {**shots, "calibration": "batch"}))
-    settings.append(("few-shot, prefix cache off", {**shots, "engine_options": {"enable_prefix_caching": False}}))
+    out: dict[str, Any] = {"shots_per_class": SHOTS_PER_CLASS, "texts": len(evaluated.texts), "via": "few_shot="}
+    settings = [("zero-shot", {}), ("few-shot, prefix cache on", shots),
+                ("few-shot + calibration='batch', prefix cache on", {**shots, "calibration": "batch"}),
+                ("few-shot, prefix cache off", {**shots, "engine_options": {"enable_prefix_caching": False}})]
     for name, options in settings:
         if "engine_options" in options:
             shutdown_engines()  # one engine at a time in memory
@@ -143,7 +127,7 @@ def few_shot(task: Task, n_eval: int, warmup: list[str]) -> dict[str, Any]:
         fitted.predict_proba(warmup)
         before = empty_prefix_cache if "engine_options" not in options else None
         proba, durations = timed_passes(lambda e=fitted: e.predict_proba(evaluated.texts), 1, before)
-        prefix = getattr(fitted, "few_shot_prefix_", "") or (f"{fitted.instructions}\n" if fitted.instructions else "")
+        prefix = fitted.few_shot_prefix_
         if prefix:
             out["block_tokens"] = len(tokenizer.encode(prefix))
         prompt_tokens = len(tokenizer.encode(prefix + render(evaluated, evaluated.texts[0])))
