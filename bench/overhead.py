@@ -59,6 +59,17 @@ def roofline(quick: bool, capability: str, cores: int) -> tuple[dict[str, Any], 
                       "model_work": work}
 
 
+def speeds(cycles: list[dict[str, Any]], roof: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per contender the median texts/s over the passes, its median ratio to
+    raw vLLM pass by pass, and its share of the estimated peak."""
+    names = [n for n in cycles[0] if n != "order"]
+    medians = {n: statistics.median(c[n] for c in cycles if c.get(n)) for n in names}
+    ratios = {n: statistics.median(c[n] / c[ANCHOR] for c in cycles if c.get(n) and c.get(ANCHOR))
+              for n in names if n != ANCHOR}
+    peak = {n: medians[n] * roof["gflop_per_text"] / roof["gflops"] if roof["gflops"] else None for n in names}
+    return {"median_texts_per_s": medians, "median_ratio_to_raw": ratios, "fraction_of_peak": peak}
+
+
 def markdown(doc: dict[str, Any]) -> str:
     m, peak = doc["machine"], doc["roofline"]
     names = list(doc["median_texts_per_s"])
@@ -105,15 +116,11 @@ def main() -> None:
     cycles = interleaved(sessions, args.passes)
     workers = {name: session.close() for name, session in sessions.items()}
     settings, found = roofline(args.quick, cpu.capability, cpu.cores)
-    medians = {n: statistics.median(c[n] for c in cycles if c.get(n)) for n in sessions}
     doc["dtype"] = str(settings.get("dtype", "bfloat16"))
     doc["machine"].update(dtype=doc["dtype"], dtype_reason=doc["machine"]["default_dtype_reason"],
                           engine_settings=settings)
-    doc.update(roofline=found, passes=cycles, median_texts_per_s=medians, median_ratio_to_raw={
-        n: statistics.median(c[n] / c[ANCHOR] for c in cycles if c.get(n) and c.get(ANCHOR))
-        for n in sessions if n != ANCHOR}, fraction_of_peak={
-        n: medians[n] * found["gflop_per_text"] / found["gflops"] if found["gflops"] else None for n in sessions},
-        wall_s=time.perf_counter() - began, workers=workers)
+    doc.update(roofline=found, passes=cycles, **speeds(cycles, found), wall_s=time.perf_counter() - began,
+               workers=workers)
     print(results.write(args.name, doc, markdown))
 
 
