@@ -1,7 +1,8 @@
 """Faults and lifecycle on the real engine: a killed engine process, a real
 Ctrl-C, a killed parent, clean exit, concurrent callers and determinism.
 Each script here starts an engine of its own: CI runs the Ctrl-C script (it
-also ends normally), the full tier (``make test-full``) the other two."""
+also ends normally), the full tier (``make test-full``) the others: a clean
+exit, and SIGKILL of a reading script and of the ``classify`` command."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import psutil
 import pytest
 
-from helpers import make_classifier
+from helpers import make_classifier, wait_until
 from llm_label_clf import GenerationError, LLMLabelClassifier
+from llm_label_clf.cli.resume import progress_path
 from llm_label_clf.engines.local import engine_count, get_engine
 
 
@@ -141,12 +145,14 @@ def still_running_after(pids: list[int], timeout_s: float) -> list[tuple[int, st
     return [(p.pid, p.name()) for p in lingering]
 
 
-#: A script in a long ``predict_proba``: it prints IN_FLIGHT once the read is in
-#: the engine, catches the KeyboardInterrupt, then reports on the engine.
+#: A script in a long ``predict_proba``: it prints IN_FLIGHT and the pids of its
+#: processes (engine core, worker, resource tracker) once the read is in the
+#: engine, catches the KeyboardInterrupt, then reports on the engine.
 CTRL_C_SCRIPT = textwrap.dedent(
     """
     import json, sys, threading, time
     import pandas as pd
+    import psutil
     from llm_label_clf import LLMLabelClassifier
     from llm_label_clf.engines.local import engine_count, get_engine
     from llm_label_clf.engines.loop import run_sync
@@ -157,7 +163,8 @@ CTRL_C_SCRIPT = textwrap.dedent(
     def report_in_flight(engine, done):
         while not done.is_set():
             if engine.client.get_num_unfinished_requests() > 0:
-                print("IN_FLIGHT", flush=True)
+                kids = psutil.Process().children(recursive=True)
+                print("IN_FLIGHT " + " ".join(str(p.pid) for p in kids), flush=True)
                 return
             time.sleep(0.01)
 
@@ -198,7 +205,7 @@ CTRL_C_SCRIPT = textwrap.dedent(
         result["max_diff"] = float(abs(after - before).max())
         result["engine_starts"] = engine_count() - starts
         result["same_engine"] = get_engine() is engine and engine_pid(engine) == pid
-        result["children"] = [p.pid for p in __import__("psutil").Process().children(recursive=True)]
+        result["children"] = [p.pid for p in psutil.Process().children(recursive=True)]
         print("RESULT " + json.dumps(result), flush=True)
     """
 )
@@ -259,31 +266,127 @@ def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_d
     assert not lingering, lingering
 
 
-ENGINE_SCRIPT = textwrap.dedent(
-    """
-    import os, time
-    import psutil
-    from llm_label_clf import get_engine
-    if __name__ == "__main__":
-        get_engine()
-        kids = psutil.Process().children(recursive=True)
-        print("PIDS " + " ".join(str(p.pid) for p in kids if p.name().startswith("VLLM")), flush=True)
-        time.sleep(600)
-    """
-)
+#: Seconds every engine process has, from its parent's SIGKILL, to be gone.
+KILLED_PARENT_GRACE_S = 5.0
 
 
 @pytest.mark.full
-def test_engine_processes_exit_when_their_parent_is_killed(tmp_path):
+def test_engine_processes_exit_when_a_reading_parent_is_killed(tmp_path, datasets_dir):
     """The engine runs in a process group of its own, so a Ctrl-C spares it; it
-    must still not outlive its parent. SIGKILL the parent (no exit hooks run):
-    the engine core and its workers exit."""
-    child = start_script(tmp_path, "parent", ENGINE_SCRIPT)
+    must still not outlive its parent. The Ctrl-C test's script, in its long
+    read (the worker computing), gets SIGKILL (no exit hooks run): every
+    process under it, the engine core, vLLM's worker and the resource
+    tracker, is gone within 5 s."""
+    child = start_script(tmp_path, "killed", CTRL_C_SCRIPT, str(datasets_dir / "sst2_dev.csv"))
     try:
-        pids = [int(pid) for pid in read_until(child, "PIDS").split()[1:]]
-    finally:
+        pids = [int(pid) for pid in read_until(child, "IN_FLIGHT").split()[1:]]
+        assert len(pids) >= 2, "expected vLLM's engine core and a worker"
+    except BaseException:
         child.kill()
-        child.wait()
-    assert len(pids) >= 2, "expected vLLM's engine core and a worker"
-    lingering = still_running_after(pids, timeout_s=60)
-    assert not lingering, lingering
+        raise
+    assert_killing_leaves_nothing(child, pids, "a Python process reading")
+
+
+@pytest.mark.full
+def test_engine_processes_exit_when_the_classify_command_is_killed(tmp_path, datasets_dir):
+    """``llm-label-clf classify`` gets SIGKILL once its first chunk is
+    committed, in the middle of the run: its engine processes are gone within
+    5 s (before issue 55, vLLM's worker went on computing for 13 s and more)."""
+    texts = pd.read_csv(datasets_dir / "sst2_dev.csv")["text"].tolist()
+    source, target = tmp_path / "in.csv", tmp_path / "out.csv"
+    pd.DataFrame({"text": [f"{i}. {text}" for i, text in enumerate(texts)]}).to_csv(source, index=False)
+    command = subprocess.Popen(
+        [sys.executable, "-m", "llm_label_clf", "classify", str(source), "--labels", "positive,negative",
+         "--no-progress", "--chunk-rows", "50", "-o", str(target)],
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "classify.err").open("w"), start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: rows_committed(target) > 0 or command.poll() is not None, 600, 0.05)
+        assert command.poll() is None, (tmp_path / "classify.err").read_text()[-2000:]
+        pids = [p.pid for p in psutil.Process(command.pid).children(recursive=True)]
+        assert len(pids) >= 2, "expected vLLM's engine core and a worker"
+    except BaseException:
+        command.kill()
+        raise
+    assert_killing_leaves_nothing(command, pids, "the classify command")
+
+
+def rows_committed(target: Path) -> int:
+    """The input rows the progress file of ``target`` says are done (0 before it is there)."""
+    try:
+        return json.loads(progress_path(str(target)).read_text())["rows"]
+    except (OSError, ValueError):
+        return 0
+
+
+def assert_killing_leaves_nothing(parent: subprocess.Popen, pids: list[int], what: str) -> None:
+    """SIGKILLs ``parent`` and asserts that every one of ``pids`` (collected
+    before the kill) is gone within ``KILLED_PARENT_GRACE_S``; prints their
+    CPU share just before the kill and the seconds from the kill to each one
+    gone (watched up to 30 s). Any left running are killed, so a failure
+    leaves nothing behind."""
+    processes = {process: label(process) for process in map(psutil.Process, pids)}
+    busy = sum(cpu_percent(p) for p in processes)
+    killed = time.monotonic()
+    parent.kill()
+    parent.wait()
+    gone = seconds_until_gone(list(processes), limit_s=30, since=killed)
+    for process in processes:
+        if running(process):
+            process.kill()
+    times = ", ".join(f"{processes[p]} {'>30' if s is None else f'{s:.2f}'} s" for p, s in gone.items())
+    print(f"\n{what} killed with its processes at {busy:.0f}% CPU; gone after: {times}")
+    late = {processes[p]: s for p, s in gone.items() if s is None or s > KILLED_PARENT_GRACE_S}
+    assert not late, late
+
+
+def cpu_percent(process: psutil.Process, interval_s: float = 0.5) -> float:
+    """``process``'s CPU share over the next ``interval_s`` (0 once it is gone)."""
+    try:
+        return process.cpu_percent(interval=interval_s)
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
+def label(process: psutil.Process) -> str:
+    """``process``'s name, or "resource tracker" for multiprocessing's."""
+    return "resource tracker" if "resource_tracker" in " ".join(process.cmdline()) else process.name()
+
+
+def seconds_until_gone(
+    processes: list[psutil.Process], limit_s: float, since: float
+) -> dict[psutil.Process, float | None]:
+    """For each of ``processes``, the seconds from ``since`` until it no longer
+    runs (a zombie is gone), polled every 10 ms up to ``limit_s`` after
+    ``since``; None for those still running then."""
+    gone: dict[psutil.Process, float | None] = dict.fromkeys(processes)
+    while (left := [p for p, s in gone.items() if s is None]) and time.monotonic() - since <= limit_s:
+        for process in left:
+            if not running(process):
+                gone[process] = time.monotonic() - since
+        time.sleep(0.01)
+    return gone
+
+
+def running(process: psutil.Process) -> bool:
+    """Whether ``process`` (the same one: pid and start time) runs: any of its
+    threads not yet a zombie. A killed process whose main thread has exited
+    shows as a zombie while its other threads are still exiting, with its
+    files (the resource tracker's pipe) still open."""
+    try:
+        if not process.is_running():
+            return False
+        tasks = Path(f"/proc/{process.pid}/task")
+        if not tasks.is_dir():
+            return process.status() != psutil.STATUS_ZOMBIE
+        return any(thread_state(task) not in ("Z", "X") for task in tasks.iterdir())
+    except (psutil.NoSuchProcess, FileNotFoundError):
+        return False
+
+
+def thread_state(task: Path) -> str:
+    """The state letter of a thread (``/proc/PID/task/TID/stat``), "X" once it is gone."""
+    try:
+        return (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"

@@ -10,7 +10,7 @@ probes do not count), or after a few seconds once every owner process listed
 in its registry entry has exited, or once the entry no longer names it.
 Retiring removes the entry under the registry lock (so no client attaches
 meanwhile), then sends this process SIGTERM, vLLM's graceful shutdown; a
-shutdown that hangs ends in ``os._exit``. The engine's own process gets
+shutdown that hangs ends in ``os._exit``. The engine's processes get
 SIGKILL from the kernel when this one dies (``_processes``).
 
 Started detached (``python -m llm_label_clf.engines._shared_server SPEC``
