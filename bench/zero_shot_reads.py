@@ -177,8 +177,9 @@ MULTILABEL: dict[str, tuple[str, str, str]] = {
 
 def collect_multilabel(name: str, draws: int, n_fit: int) -> Path:
     """A multi-label set's yes/no reads under the default multi-label prompt,
-    uncalibrated: 300 test texts drawn from its test split, and the fit texts of
-    ``draws`` random draws from its training split; saved to the cache."""
+    uncalibrated: 300 test texts drawn from its test split, the fit texts of
+    ``draws`` random draws from its training split and each draw's
+    domain-context inputs; saved to the cache."""
     import pandas as pd
 
     from llm_label_clf import LLMLabelClassifier
@@ -186,6 +187,7 @@ def collect_multilabel(name: str, draws: int, n_fit: int) -> Path:
     out = CACHE / f"{name}--multilabel--{draws}x{n_fit}.npz"
     if out.is_file():
         print(f"{out.name}: cached")
+        collect_choice(name, out)
         return out
     file, test_split, pool_split = MULTILABEL[name]
     folder = Path(os.environ.get("LLM_LABEL_CLF_PUBLIC_SETS", Path.home() / ".cache/llm_label_clf/datasets"))
@@ -208,10 +210,37 @@ def collect_multilabel(name: str, draws: int, n_fit: int) -> Path:
         parts[f"{part}_lp"] = np.stack([r.class_logprobs for r in reads], axis=1)  # (n, labels, [no, yes])
         parts[f"{part}_mass"] = np.stack([r.label_mass() for r in reads], axis=1)
         parts[f"{part}_y"] = y.to_numpy()[which]
+    domain = [t for d, r in enumerate(rows) for t in domain_texts([texts[i] for i in r], N_DOMAIN, seed=d)]
+    reads = read_plans_of(clf, domain)
+    parts["dc_lp"] = np.stack([r.class_logprobs for r in reads], axis=1).reshape(draws, N_DOMAIN, len(names), 2)
     seconds = time.time() - started
     np.savez_compressed(out, names=np.array(names), test_rows=test, fit_rows=fit_rows, draw_rows=rows,
                         seconds=seconds, **parts)
     print(f"{out.name}: {len(test) + len(fit_rows)} texts x {len(names)} labels in {seconds:.0f} s")
+    collect_choice(name, out)
+    return out
+
+
+def collect_choice(name: str, yes_no: Path) -> Path:
+    """The same texts' choice read (every label listed, the default
+    single-label prompt, uncalibrated): the labels' log-probabilities,
+    softmaxed over the labels, beside ``yes_no``'s file."""
+    import pandas as pd
+
+    from llm_label_clf import LLMLabelClassifier
+
+    out = yes_no.with_name(yes_no.name.replace("--multilabel--", "--choice--"))
+    if out.is_file():
+        return out
+    with np.load(yes_no, allow_pickle=True) as saved:
+        names, test, fit_rows = [str(n) for n in saved["names"]], saved["test_rows"], saved["fit_rows"]
+    folder = Path(os.environ.get("LLM_LABEL_CLF_PUBLIC_SETS", Path.home() / ".cache/llm_label_clf/datasets"))
+    texts = pd.read_csv(folder / MULTILABEL[name][0], keep_default_na=False)["text"].tolist()
+    clf = LLMLabelClassifier(labels=names, calibration=None, low_mass="ignore", progress=False, read_store=STORE)
+    clf.fit(texts[:8])
+    np.savez_compressed(out, test_lp=clf.predict_log_proba([texts[i] for i in test]),
+                        fit_lp=clf.predict_log_proba([texts[i] for i in fit_rows]))
+    print(f"{out.name}: the choice read of the same texts")
     return out
 
 

@@ -23,13 +23,14 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .engines import Engine, engine_for
-from .fitting.fit import JointFit, OutputFit, fit_joint, fit_output, fit_separate
-from .fitting.fitted import FittedOutput, check_label_mass
+from .fitting.fit import JointFit, OutputFit, fit_choice, fit_joint, fit_output, fit_separate, uses_choice
+from .fitting.fitted import FittedOutput, check_label_mass, read_of
 from .fitting.inputs import as_records
 from .fitting.params import check_params
 from .fitting.shaping import method_result, output_kind, predicted_from
 from .fitting.sklearn_api import TransformOutput, drop_fitted, text_classifier_tags
 from .fitting.targets import as_target, subset_accuracy
+from .fitting.threshold import threshold_in_use
 from .fitting.ties import tie_priors
 from .models.builtin import DEFAULT_MODEL
 from .reading.driver import aread_plans, read_plans
@@ -45,8 +46,10 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     For each text the prompt is rendered and the model is asked for one next
     token; each class's label tokens, found after the rendered prompt, are
     read from the engine's full-vocabulary logprobs, and ``predict_proba`` is
-    the softmax over the classes. Zero-shot by default (``fit`` learns no
-    weights); ``few_shot`` and ``calibration`` learn from the labels.
+    the softmax over the classes, calibrated. Zero-shot by default: ``fit``
+    learns no weights, only the bias of the model's reads over the texts it
+    gets, with or without labels (``calibration="auto"``); ``few_shot`` and
+    the other calibrations learn more from the labels.
 
     Parameters
     ----------
@@ -148,7 +151,9 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         the reply's first token. "auto" uses the template when the model has one.
         False by default: measured better for the built-in model.
     random_state : int, RandomState or None, default=None
-        Seed of the few-shot draw and of the learned calibration's folds.
+        Seed of the few-shot draw, of the learned calibration's folds and of
+        the "auto" calibration's domain-context inputs (those drawn with 0
+        when None: a refit on the same texts calibrates alike).
     batch_size : int, default=512
         Texts sent to the engine at once; bounds memory on long inputs.
     progress : bool, default=True
@@ -168,31 +173,50 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         A text whose prompt is longer than the model reads is cut at its end
         (never the instructions or the answer cue) with a ``TruncationWarning``,
         or refused with an error naming the item.
-    threshold : float, default=0.5
-        Multi-label ``y``: ``predict`` marks a label when P(it applies) >= threshold.
+    threshold : float or "auto", default="auto"
+        Multi-label ``y``: ``predict`` marks a label when P(it applies) >=
+        the threshold. "auto" fits one for every label at ``fit``
+        (``threshold_``), the one with the best micro-F1 on the training
+        texts' calibrated probabilities (0.5 when the calibration reads no
+        training text: ``calibration=None`` or "contextual"). A number is
+        used as given, also when set after ``fit`` (no refit needed).
     few_shot : int, default=0
         Labelled examples per class, drawn from the training data (stratified,
         seeded by ``random_state``) and written before every text in the prompt's
         own format with their answers. The block is the same for every text, so
         the prefix cache computes it once. Fails with a clear error when the
         block leaves fewer than 64 tokens of the model's context.
-    calibration : {None, "contextual", "batch", "learned"}, default=None
-        Removes the model's bias toward some labels (see ``calibration.py``):
-        "contextual" divides by the probabilities of content-free inputs;
-        "batch" by each class's mean probability over the texts of the call
-        (calls with fewer than 16 texts use the mean over up to 256 training
-        texts not shown as examples, estimated at fit, or the content-free bias
-        when every training text is an example; a text's probabilities depend
-        on its batch-mates); "learned" fits a logistic regression on the label
-        log-probabilities of the training texts (not those used as few-shot
-        examples), cross-fitted over up to 5 folds, its regularisation ``C``
-        chosen by their log-loss. What each assumes: ``calibration.py``;
-        ``LLMLabelClassifierCV`` chooses among them by cross-validation.
+    calibration : {"auto", None, "contextual", "batch", "learned"}, default="auto"
+        Removes the model's bias toward some labels (see ``calibration.py``).
+        "auto" (the default): the label log-probabilities are tempered
+        (``AUTO_TEMPERATURE``) and divided by each class's mean probability
+        over the texts ``fit`` got (as "batch", estimated once at fit, on up
+        to 256 texts not shown as examples), aimed at the class prior: the
+        labels' (``calibration_prior``) with ``y``; without ``y``, the prior
+        the texts show once the model's bias is removed with random words of
+        the texts (domain-context inputs), shrunk half-way to uniform. It
+        assumes the texts given to ``fit`` are drawn like the texts to
+        predict, and costs a read of each (without ``y``, also of 20
+        domain-context inputs); with fewer than 16 texts it reads the 3
+        content-free inputs instead. Multi-label: per label, aimed at its
+        frequency in ``y``. None: the engine's exact reads, softmaxed
+        over the classes. "contextual" divides by the probabilities of
+        content-free inputs; "batch" by each class's mean probability over
+        the texts of the call (calls with fewer than 16 texts use the mean
+        over up to 256 training texts not shown as examples, estimated at
+        fit, or the content-free bias when every training text is an
+        example; a text's probabilities depend on its batch-mates);
+        "learned" fits a logistic regression on the label log-probabilities
+        of the training texts (not those used as few-shot examples),
+        cross-fitted over up to 5 folds, its regularisation ``C`` chosen by
+        their log-loss. ``LLMLabelClassifierCV`` chooses among them by
+        cross-validation (docs: Zero-shot).
     calibration_prior : {"y", "uniform"}, default="y"
-        What "contextual" and "batch" map the bias to: "y", the training
-        labels' class frequencies (smoothed by one text per class; uniform
-        when fit has no ``y``), so imbalanced data stays imbalanced; "uniform",
-        balanced classes, as the papers assume. ``class_prior_`` holds it.
+        What the debiasing calibrations map the bias to: "y", the training
+        labels' class frequencies (smoothed by one text per class; when fit
+        has no ``y``, uniform, or for "auto" the prior the texts show), so
+        imbalanced data stays imbalanced; "uniform", balanced classes, as the
+        papers assume. ``class_prior_`` holds it.
     class_weight : dict, "balanced" or None, default=None
         The learned calibration's class weights (scikit-learn's
         ``LogisticRegression`` meaning): "balanced" keeps a rare class from
@@ -208,6 +232,16 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         to the earlier ones. Separate is the default: on TREC with the built-in
         model the joint read was 7.8x faster but near chance (the model cannot
         answer by letter), and separate reads are exact per output (docs: Several outputs).
+    multilabel_read : {"auto", "choice", "yes_no"}, default="auto"
+        For a multi-label ``y``. "choice": one read per text over every
+        label (the prompt lists them, as a single-label read does), each
+        label's P(it applies) from its share of that read, calibrated per
+        label. "yes_no": one yes/no question per label, filling the
+        prompt's ``{label}`` field. "auto": "yes_no" when the prompt has a
+        ``{label}`` field, else "choice". On two public multi-label sets with
+        the built-in model the yes/no reads ranked texts at chance or worse
+        (mean ROC AUC 0.49 and 0.34) and the choice read did not (0.65 and
+        0.65; ``bench/zero_shot.py multilabel``).
 
     Attributes
     ----------
@@ -236,7 +270,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     class_prior_ : ndarray
         The class prior the debiasing calibrations aim at, in ``classes_`` order.
     calibration_bias_ : ndarray or None
-        The contextual or batch calibration's bias (log probabilities).
+        The contextual, batch or "auto" calibration's bias (log probabilities;
+        "auto"'s applies to tempered reads).
     calibrator_ : LearnedCalibrator or None
         The learned calibration.
     plans_ : list of ReadingPlan or JointPlan
@@ -252,6 +287,9 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         Several outputs or labels: how many.
     output_kind_ : str
         Several outputs: "multioutput", or "multilabel" for a multi-label ``y``.
+    threshold_ : float
+        Multi-label ``y``: the threshold ``fit`` chose (``threshold="auto"``)
+        or was given.
     joint_names_, joint_options_, joint_regex_, joint_token_ids_
         A joint read (``multioutput_read="joint"``), instead of
         ``estimators_``: the output names, each output's option letters, the
@@ -312,12 +350,13 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         low_mass: str = "warn",
         low_mass_threshold: float = 1e-4,
         too_long: str = "truncate",
-        threshold: float = 0.5,
+        threshold: float | str = "auto",
         few_shot: int = 0,
-        calibration: str | None = None,
+        calibration: str | None = "auto",
         calibration_prior: str = "y",
         class_weight: Mapping[Any, float] | str | None = None,
         multioutput_read: str = "separate",
+        multilabel_read: str = "auto",
     ) -> None:
         self.model = model
         self.base_url = base_url
@@ -343,6 +382,7 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         self.calibration_prior = calibration_prior
         self.class_weight = class_weight
         self.multioutput_read = multioutput_read
+        self.multilabel_read = multilabel_read
 
     # ------------------------------------------------------------------ fit
 
@@ -407,10 +447,15 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         drop_fitted(self)  # a refit starts from nothing, whatever the last fit set
         if target is None or target.kind == "single":
             self._set_output(fit_output(self, records, None if target is None else target.columns[0], self._engine))
+        elif target.kind == "multilabel" and uses_choice(self.multilabel_read, self.prompt):
+            fit, outputs, self.threshold_ = fit_choice(self, records, target, self._engine)
+            self._set_outputs(np.array(target.names), [fit.reading.plan], outputs, "multilabel")
         elif self.multioutput_read == "joint":
             self._set_joint(fit_joint(self, records, target, self._engine))
         else:
-            estimators, fits = fit_separate(self, records, target, self._engine)
+            estimators, fits, threshold = fit_separate(self, records, target, self._engine)
+            if target.kind == "multilabel":
+                self.threshold_ = threshold
             for estimator, fit in zip(estimators, fits, strict=True):
                 estimator._set_output(fit)
             self.estimators_ = estimators
@@ -489,11 +534,12 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         """
         check_is_fitted(self, ["classes_", "plans_", "outputs_"])
         check_label_mass(self.outputs_, reads, self.low_mass, self.low_mass_threshold)
-        return [output.log_proba(r) for output, r in zip(self.outputs_, reads, strict=True)]
+        return [output.log_proba(r) for output, r in zip(self.outputs_, read_of(self.outputs_, reads), strict=True)]
 
     def _result(self, method: str, reads: list[ClassReads]) -> Any:
         """``method``'s result from the reads of every output."""
-        return method_result(method, self._kind(), self.log_proba_from_reads(reads), self.classes_, self.threshold,
+        return method_result(method, self._kind(), self.log_proba_from_reads(reads), self.classes_,
+                             threshold_in_use(self),
                              priors=tie_priors(self))
 
     def predict_log_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:

@@ -132,10 +132,12 @@ def wait_until(condition: Any, deadline_s: float = 30.0, step_s: float = 0.01) -
 
 
 def make_classifier(**params: Any) -> Any:
-    """An LLMLabelClassifier on the SST-2 prompt with no progress bar, unless
+    """An LLMLabelClassifier on the SST-2 prompt with no progress bar and
+    no calibration (the engine's exact reads, which most tests check), unless
     ``params`` say otherwise."""
     from llm_label_clf import LLMLabelClassifier
 
     params.setdefault("prompt", SST2_TEMPLATE)
     params.setdefault("progress", False)
+    params.setdefault("calibration", None)
     return LLMLabelClassifier(**params)

@@ -155,6 +155,19 @@ def test_dataframe_columns_bind_to_fields(engine, datasets_dir):
         clf.predict_proba(frame[["title"]])
 
 
+@pytest.mark.parametrize(
+    ("prompt", "y"),
+    [("Sentiment:", ["negative", "positive"]), ("Reviewed as {labels}:", ["negative", "positive"]),
+     ("Is this about {label}?\nAnswer:", [["sports"], ["world"]])],
+)
+def test_a_prompt_without_a_field_from_x_is_refused_naming_text(engine, prompt, y):
+    """Every text would get the same prompt, hence the same probabilities: refused at fit, naming
+    {text}, for one output (with or without the {labels} the package fills) and for multi-label,
+    whose {label} the package fills."""
+    with pytest.raises(ValueError, match=r"has no \{text\} field \(nor any other filled from X\)"):
+        make(prompt=prompt).fit(["a gem", "a dud"], y)
+
+
 def test_order_is_preserved_and_empty_input_works(sst2, fitted):
     X, _ = sst2
     proba = fitted.predict_proba(X)

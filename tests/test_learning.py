@@ -12,7 +12,13 @@ from sklearn.metrics import log_loss
 from sklearn.pipeline import make_pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
-from llm_label_clf.fitting.calibration import CONTENT_FREE_INPUTS
+from llm_label_clf.fitting.calibration import (
+    CONTENT_FREE_INPUTS,
+    MIN_BATCH,
+    domain_context_records,
+    tempered,
+    texts_prior,
+)
 
 N_TEXTS = 24
 
@@ -125,3 +131,38 @@ def test_batch_calibration_falls_back_to_content_free_when_all_texts_are_example
     assert sorted(batch.few_shot_rows_) == [0, 1, 2, 3]  # every training text is an example
     contextual = make_classifier(calibration="contextual", **few).fit(texts, labels)
     np.testing.assert_allclose(batch.calibration_bias_, contextual.calibration_bias_, atol=1e-9)
+
+
+def test_auto_calibration_without_labels_aims_at_the_prior_the_texts_show(plain, sst2):
+    """The zero-shot default, from the uncalibrated estimator's reads of the
+    same prompt: tempered, domain-context inputs (random words of the fit
+    texts, drawn by random_state) give the texts' prior, and the fit texts'
+    mean is aimed at it; a text's probabilities do not depend on its
+    batch-mates."""
+    X, _ = sst2
+    clf = make_classifier(labels=["negative", "positive"], calibration="auto", random_state=0, low_mass="ignore")
+    clf.fit(X)
+    texts = tempered(plain.predict_log_proba(X))
+    domain = [r["text"] for r in domain_context_records([{"text": x} for x in X], ["text"], 0)]
+    prior = texts_prior(texts, tempered(plain.predict_log_proba(domain)))
+    np.testing.assert_allclose(np.log(clf.class_prior_), prior, atol=1e-9)
+    assert abs(clf.class_prior_[0] - 0.5) > 1e-3  # estimated, not uniform
+    np.testing.assert_allclose(clf.calibration_bias_, mean_log(texts) - prior, atol=1e-9)
+    np.testing.assert_allclose(clf.predict_log_proba(X), debiased(texts, clf.calibration_bias_), atol=1e-9)
+    np.testing.assert_allclose(clf.predict_log_proba(X[:1]), clf.predict_log_proba(X)[:1], atol=1e-12)
+
+
+def test_auto_calibration_with_labels_aims_at_their_prior_and_falls_back_on_few_texts(plain, sst2):
+    """With y, the fit texts' tempered mean is aimed at the labels' smoothed
+    frequencies; with fewer than MIN_BATCH texts, the content-free inputs'."""
+    X, y = sst2
+    clf = make_classifier(calibration="auto", low_mass="ignore").fit(X, y)
+    counts = np.array([(y == c).sum() + 1 for c in clf.classes_])
+    np.testing.assert_allclose(clf.class_prior_, counts / counts.sum())
+    texts = tempered(plain.predict_log_proba(X))
+    np.testing.assert_allclose(clf.calibration_bias_, mean_log(texts) - np.log(clf.class_prior_), atol=1e-9)
+    few = make_classifier(labels=["negative", "positive"], calibration="auto", low_mass="ignore").fit(X[:MIN_BATCH - 1])
+    content_free = tempered(plain.predict_log_proba(list(CONTENT_FREE_INPUTS)))
+    np.testing.assert_allclose(few.class_prior_, [0.5, 0.5])
+    np.testing.assert_allclose(few.calibration_bias_, mean_log(content_free) - np.log(0.5), atol=1e-9)
+    assert make_classifier(calibration=None).fit(X, y).calibration_bias_ is None  # None: the exact reads

@@ -99,6 +99,39 @@ def test_multilabel_reads_one_yes_no_question_per_label(engine, tagged):
     np.testing.assert_array_equal(strict.predict(X), (proba >= 0.9).astype(int))
 
 
+def test_multilabel_default_reads_every_label_at_once_and_fits_its_threshold(engine, datasets_dir):
+    """The default multi-label read: one read of the labels listed (the
+    single-label zero-shot read over the labels' texts), each label's share
+    of it as (does not apply, applies), tempered and aimed at that label's
+    frequency; the threshold maximises the expected micro-F1 over the
+    training texts."""
+    from llm_label_clf.fitting.calibration import class_prior, debias, mean_bias, tempered
+    from llm_label_clf.fitting.threshold import micro_f1_threshold
+
+    frame = pd.read_csv(datasets_dir / "agnews_test.csv").groupby("label").head(5)  # 20 texts: enough to calibrate
+    X = frame["text"].tolist()
+    sets = [{t} | ({"Business"} if t == "Sci/Tech" else set()) for t in frame["label"]]
+    clf = make_classifier(prompt=None, calibration="auto").fit(X, sets)
+    assert len(clf.plans_) == 1 and clf.n_outputs_ == 4  # one read per text serves the four labels
+    y = np.array([[int(n in s) for n in clf.classes_] for s in sets])
+    names = [str(c) for c in clf.classes_]
+    reader = make_classifier(prompt=None, labels=names).fit(X)  # the same read, zero-shot, exact
+    shares = reader.predict_log_proba(X)
+    proba = clf.predict_proba(X)
+    for j in range(y.shape[1]):
+        share = np.minimum(shares[:, j], -1e-12)
+        reads = tempered(np.stack([np.log(-np.expm1(share)), share], axis=1))
+        expected = debias(reads, mean_bias(reads, class_prior(y[:, j], 2)))
+        np.testing.assert_allclose(proba[:, j], np.exp(expected[:, 1]), atol=1e-6)
+    assert clf.threshold_ == pytest.approx(micro_f1_threshold(proba))
+    predicted = clf.predict(X)
+    np.testing.assert_array_equal(predicted, (proba >= clf.threshold_).astype(int))
+    assert predicted.sum() > 0
+    assert clf.set_params(threshold=0.99).predict(X).sum() <= predicted.sum()  # a number applies without a refit
+    with pytest.raises(ValueError, match=r"remove \{label\}"):
+        make_classifier(prompt=YES_NO_PROMPT, multilabel_read="choice").fit(X, sets)
+
+
 def test_indicator_matrix_equals_label_sets(engine, tagged):
     X, sets = tagged
     names = ["Business", "Sci/Tech", "Sports", "World"]
@@ -124,7 +157,7 @@ def test_target_errors_are_clear(engine, trec, tagged):
         make_classifier().fit(X, np.zeros((len(X), 2, 1)))
     T, sets = tagged
     with pytest.raises(ValueError, match=r"has no \{label\} field"):
-        make_classifier(prompt="Article: {text}\nAnswer:").fit(T, sets)
+        make_classifier(prompt="Article: {text}\nAnswer:", multilabel_read="yes_no").fit(T, sets)
     with pytest.raises(ValueError, match="without column names needs labels"):
         make_classifier(prompt=YES_NO_PROMPT).fit(T, np.eye(len(T), 3, dtype=int))
     with pytest.raises(ValueError, match="diagnose reads one output"):

@@ -341,8 +341,9 @@ def add_table_options(command: argparse.ArgumentParser, *, evaluate: bool) -> No
     option(
         learning,
         "--calibration",
-        "remove the model's label bias: contextual (content-free inputs), batch (the texts' mean), "
-        "learned (a logistic regression on --train)",
+        "remove the model's label bias: auto (tempered, aimed at the class prior; fitted on --train, "
+        "else on 256 rows drawn from the input), none (the engine's exact reads), contextual "
+        "(content-free inputs), batch (each chunk's mean), learned (a logistic regression on --train)",
         choices=[_label(c) for c in CALIBRATIONS],
     )
     seed = "seed for drawing few-shot examples and calibration folds"

@@ -4,8 +4,8 @@ Before the engine starts, ``survey`` reads the input once, chunk by chunk,
 keeping only what is small: the row count, the bad rows (a row whose text,
 prompt field or, evaluating, label is missing or blank) under ``--bad-rows``
 (error: stop naming them; skip: leave them out and list them in a side file;
-keep: leave them in place unclassified), the labels of the label column, the
-first good rows (the zero-shot fit's sample texts), each column's type over
+keep: leave them in place unclassified), the labels of the label column, a
+uniform sample of the good rows (the zero-shot fit's texts), each column's type over
 the whole file, and the digest of the rows a resumed output holds. Each chunk
 of output is then laid out by ``with_predictions`` in the input's order with
 the probabilities, the prediction and, keeping bad rows, their reason."""
@@ -49,8 +49,10 @@ __all__ = [
     "with_predictions",
 ]
 
-#: The first good rows the survey keeps: a zero-shot fit takes one sample text per label.
-SAMPLE_ROWS = 1000
+#: The good rows the survey keeps, drawn uniformly over the whole input (seeded, in
+#: input order): the zero-shot fit's texts, which the default calibration estimates
+#: the class prior on (a file sorted by class would mislead its first rows).
+SAMPLE_ROWS = 256
 #: What ``--bad-rows error`` says to do about bad rows.
 _REMEDY = "fill or drop them, or pass --bad-rows skip (leave them out) or keep (mark them)"
 
@@ -158,6 +160,7 @@ def survey(
     """One pass over ``source`` before any engine starts (see ``Survey``).
     Raises UsageError for a missing column, a file without rows, bad rows
     under ``--bad-rows error`` (naming them) or when every row is bad."""
+    import numpy as np
     import pandas as pd
 
     label = args.label_column if evaluate else None
@@ -167,7 +170,7 @@ def survey(
     blanks: dict[str, list[int]] = {}
     counts: dict[str, int] = {}
     found = Survey([], [], 0, [], {}, None, set(), None, {}, "")
-    samples: list[Any] = []
+    samples, keys, rng = pd.DataFrame(), np.empty(0), np.random.default_rng(0)
     digest = None
     for chunk in source.chunks(chunk_rows, strings):
         if digest is None:
@@ -193,8 +196,10 @@ def survey(
                     found.reasons[found.rows + i] = reason
         if label:
             found.gold.update(as_strings(chunk.iloc[good], label, source.path, "label").tolist())
-        if sum(len(s) for s in samples) < SAMPLE_ROWS:
-            samples.append(prompt_inputs(chunk.iloc[good], cells, fields, source.path))
+        samples = pd.concat([samples, prompt_inputs(chunk.iloc[good], cells, fields, source.path)])
+        keys = np.concatenate([keys, rng.random(len(good))])
+        keep = np.sort(np.argsort(keys, kind="stable")[:SAMPLE_ROWS])
+        samples, keys = samples.iloc[keep], keys[keep]
         if found.rows < digest_rows:
             digest.update(chunk.iloc[: digest_rows - found.rows])
         found.rows += len(chunk)
@@ -210,7 +215,7 @@ def survey(
             "nothing to classify"
         )
     found.cells, found.digest, found.delimited = cells, digest.hexdigest(), source.sep is not None
-    found.sample = pd.concat(samples, ignore_index=True).iloc[:SAMPLE_ROWS]
+    found.sample = samples.reset_index(drop=True)
     found.dtypes = _agreeing_types(kinds, source.fmt, strings)
     if args.bad_rows == "skip" and found.bad and source.sep is not None:
         found.lines = _bad_lines(source, found)

@@ -213,8 +213,8 @@ def _fitted(job: Job) -> Any:
     """The classifier, its engine started and fitted: without ``--train``
     zero-shot (``fit`` gets no ``y``; the classes come from the labels, each
     written as ``--label-words`` says, as Python's ``label_words`` writes
-    them, and the input's first good rows serve only as sample texts for the
-    label-token check), else on those labelled rows."""
+    them, and a uniform sample of the input's good rows checks how the labels
+    tokenize and calibrates, as ``fit(texts)`` does), else on those labelled rows."""
     from ..classifier import LLMLabelClassifier
     from ..engines import get_engine
     from ..exceptions import ModelNotFoundError
@@ -231,8 +231,7 @@ def _fitted(job: Job) -> Any:
         message = f"cannot start the engine for model {args.model!r}{given}: {type(exc).__name__}: {cli_hint(str(exc))}"
         raise EngineFailure(engine_hint(message, list(OPTION_OF.values()))) from exc
     if job.train is None:
-        sample = job.found.sample.iloc[: len(labels)].reset_index(drop=True)
-        step(lambda: clf.fit(sample), args, job.source.path, None)
+        step(lambda: clf.fit(job.found.sample), args, job.source.path, None)
     else:
         step(lambda: clf.fit(job.train.X, job.train.y), args, job.train.path, None)
     return clf.set_params(progress=False)  # the command's own bar counts the rows

@@ -21,6 +21,7 @@ import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from ..fitting.shaping import PROBA_METHODS, output_kind, predicted_from
+from ..fitting.threshold import threshold_in_use
 from ..fitting.ties import tie_priors
 
 __all__ = ["METHODS", "check_methods", "empty_output", "output_frame"]
@@ -105,7 +106,7 @@ def _with_predicted(estimator: Any, methods: Sequence[str], results: Mapping[str
     if "predict" not in out:
         source = next((m for m in _PROBA if m in out), None)
         if source is not None:  # no second read: the argmax (multi-label: P >= threshold) of what was read
-            threshold, log = getattr(estimator, "threshold", 0.5), source == "predict_log_proba"
+            threshold, log = threshold_in_use(estimator), source == "predict_log_proba"
             kind, result, classes = output_kind(estimator), out[source], estimator.classes_
             out["predict"] = None if result is None else predicted_from(
                 kind, result, classes, threshold, log=log, priors=tie_priors(estimator)

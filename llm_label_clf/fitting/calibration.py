@@ -22,6 +22,17 @@ the training labels' class frequencies when fit has them (``calibration_prior
 the content-free or average text to the prior, not to a uniform guess: on
 13%-spam data a uniform target would call half the texts spam.
 
+The default, "auto", is batch calibration made to work without labels and
+on one text at a time: the label log-probabilities are tempered (multiplied
+by ``AUTO_TEMPERATURE``: a small model's are overconfident), and the bias is
+the mean probability over the texts ``fit`` got, aimed at a class prior: the
+labels' when ``fit`` has ``y``; without ``y``, the prior the texts show once
+the model's bias is removed with domain-context inputs (random words of the
+texts, Fei et al. 2023), shrunk half-way to uniform. Fitted once, it applies
+to every later call alike. Chosen over contextual, domain-context, batch with
+a uniform prior and Saerens et al.'s EM prior, across eight datasets
+(``bench/zero_shot.py``).
+
 All work on (n, n_classes) log-probabilities and return log-probabilities.
 """
 
@@ -40,7 +51,9 @@ __all__ = [
     "BATCH_PRIOR_ROWS",
     "CALIBRATIONS",
     "CALIBRATION_PRIORS",
+    "AUTO_TEMPERATURE",
     "CONTENT_FREE_INPUTS",
+    "DOMAIN_CONTEXT_INPUTS",
     "LEARNED_CS",
     "LEARNED_MIN_PER_CLASS",
     "MIN_BATCH",
@@ -49,15 +62,17 @@ __all__ = [
     "calibrate",
     "class_prior",
     "content_free_records",
+    "domain_context_records",
     "debias",
     "mean_bias",
     "fit_calibration",
     "index_weights",
     "learned_seed",
+    "tempered",
     "rows_not_shown",
 ]
 
-CALIBRATIONS = (None, "contextual", "batch", "learned")
+CALIBRATIONS = ("auto", None, "contextual", "batch", "learned")
 #: Content-free inputs of contextual calibration (Zhao et al. 2021).
 CONTENT_FREE_INPUTS = ("N/A", "", "[MASK]")
 #: Below this many texts in one call, batch calibration uses the bias
@@ -72,6 +87,10 @@ LEARNED_CS = (0.01, 0.1, 1.0, 10.0, 100.0)
 LEARNED_MIN_PER_CLASS = 2
 #: Training texts batch calibration's small-call fallback is estimated on.
 BATCH_PRIOR_ROWS = 256
+#: "auto"'s temperature on the label log-probabilities (chosen across eight datasets, ``bench/zero_shot.py``).
+AUTO_TEMPERATURE = 0.25
+#: "auto"'s domain-context inputs (Fei et al. 2023 average 20).
+DOMAIN_CONTEXT_INPUTS = 20
 
 
 def class_prior(y_index: np.ndarray | None, n_classes: int, kind: str = "y") -> np.ndarray:
@@ -97,6 +116,22 @@ def debias(log_proba: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """Divides the probabilities by ``bias`` (per class) and renormalises."""
     shifted = log_proba - bias[None, :]
     return shifted - logsumexp(shifted, axis=1, keepdims=True)
+
+
+def tempered(log_proba: np.ndarray, temperature: float = AUTO_TEMPERATURE) -> np.ndarray:
+    """The probabilities raised to ``temperature`` and renormalised (below 1:
+    toward uniform, keeping each text's order of the classes)."""
+    return debias(temperature * log_proba, np.zeros(log_proba.shape[1]))
+
+
+def texts_prior(log_proba: np.ndarray, domain: np.ndarray) -> np.ndarray:
+    """The label-free class prior: the mean of the texts' probabilities once
+    the domain-context bias is removed (one step of Saerens et al.'s EM; the
+    full EM runs away to one class on a small model's reads), shrunk half-way
+    to uniform (geometrically) and smoothed by one text per class."""
+    k, n = log_proba.shape[1], log_proba.shape[0]
+    half = debias(mean_bias(debias(log_proba, mean_bias(domain)))[None, :] / 2, np.zeros(k))[0]
+    return np.log((np.exp(half) * n + 1) / (n + k))
 
 
 def index_weights(class_weight: Any, classes: Sequence[Any]) -> Any:
@@ -199,9 +234,13 @@ def calibrate(
     """Applies calibration ``kind`` with what fit estimated (``bias`` or the
     learned ``calibrator``) to (n, n_classes) log-probabilities. Batch
     calibration uses the call's own texts when there are ``MIN_BATCH`` or
-    more, aiming their mean at ``log_prior`` (uniform if None)."""
+    more, aiming their mean at ``log_prior`` (uniform if None); "auto"
+    tempers, then removes the bias fit estimated, whatever the call holds."""
     if kind is None or log_proba.shape[0] == 0:
         return log_proba
+    if kind == "auto":
+        assert bias is not None
+        return debias(tempered(log_proba), bias)
     if kind == "learned":
         assert calibrator is not None
         return calibrator.log_proba(log_proba, log_proba.shape[1])
@@ -216,6 +255,23 @@ def content_free_records(fields: Iterable[str]) -> list[dict[str, str]]:
     (``PromptTemplate.input_fields``) set to it."""
     names = list(fields)
     return [dict.fromkeys(names, value) for value in CONTENT_FREE_INPUTS]
+
+
+def domain_context_records(records: Sequence[dict[str, str]], fields: Iterable[str], random_state: Any) -> list[
+        dict[str, str]]:
+    """Fei et al.'s domain-context inputs: ``DOMAIN_CONTEXT_INPUTS`` records
+    whose every field ``X`` fills is random words of that field in
+    ``records``, as many as its mean length in words (drawn by
+    ``random_state``; ``fit`` passes 0 for None, so that a refit on the same
+    texts gives the same calibration and finds its reads in a read store)."""
+    rng = check_random_state(random_state)
+    out: list[dict[str, str]] = [{} for _ in range(DOMAIN_CONTEXT_INPUTS)]
+    for name in fields:
+        words = [w for r in records for w in r[name].split()] or [""]
+        length = max(1, round(len(words) / max(1, len(records))))
+        for record in out:
+            record[name] = " ".join(rng.choice(words, length))
+    return out
 
 
 def learned_seed(random_state: Any) -> int:
@@ -259,23 +315,32 @@ def fit_calibration(
     classes: Sequence[Any] = (),
     random_state: Any = None,
     owner: str = "",
+    domain_context: Callable[[], np.ndarray] | None = None,
 ) -> Calibration:
     """The one calibration fit, used by ``fit`` and by every cross-validation
     fold: from the log-probabilities of the training ``rows`` (not shown as
-    examples; ``log_proba_of(rows)``) or of the content-free inputs
-    (``content_free()``), each asked for only when ``kind`` needs it. Batch
-    calibration with no row left falls back to the content-free bias; its
-    small-call bias is estimated on at most ``BATCH_PRIOR_ROWS`` rows, drawn
-    by ``random_state``, which also seeds the learned calibration's folds;
-    ``owner`` starts error messages."""
+    examples; ``log_proba_of(rows)``), of the content-free inputs
+    (``content_free()``) or of the domain-context inputs
+    (``domain_context()``), each asked for only when ``kind`` needs it. Batch
+    and auto calibration with fewer rows than they need fall back to the
+    content-free bias; their bias is estimated on at most
+    ``BATCH_PRIOR_ROWS`` rows, drawn by ``random_state``, which also seeds
+    the learned calibration's folds. Auto without labels aims at the prior
+    the texts show (``texts_prior``) when ``domain_context`` is given, else
+    at ``log_prior``. ``owner`` starts error messages."""
     if kind is None:
         return Calibration(None, log_prior)
-    if kind == "contextual" or (kind == "batch" and rows.size == 0):
-        return Calibration(kind, log_prior, bias=mean_bias(content_free(), log_prior))
-    if kind == "batch":
+    auto = kind == "auto"
+    scale = tempered if auto else (lambda x: x)
+    if kind == "contextual" or (kind in ("batch", "auto") and rows.size < (MIN_BATCH if auto else 1)):
+        return Calibration(kind, log_prior, bias=mean_bias(scale(content_free()), log_prior))
+    if kind in ("batch", "auto"):
         if rows.size > BATCH_PRIOR_ROWS:
             rows = np.sort(check_random_state(random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
-        return Calibration(kind, log_prior, bias=mean_bias(log_proba_of(rows), log_prior))
+        texts = scale(log_proba_of(rows))
+        if auto and y_index is None and domain_context is not None:
+            log_prior = texts_prior(texts, tempered(domain_context()))
+        return Calibration(kind, log_prior, bias=mean_bias(texts, log_prior))
     if y_index is None:
         prefix = f"{owner}: " if owner else ""
         raise ValueError(f"{prefix}calibration='learned' learns from labelled texts: fit needs y")

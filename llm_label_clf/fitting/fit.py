@@ -23,13 +23,40 @@ from ..reading.plan import ReadingPlan
 from ..reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
 from ..reading.render import check_fields
 from ..store.handle import store_ref
-from .calibration import Calibration, class_prior, content_free_records, fit_calibration, rows_not_shown
-from .fitted import FittedOutput
+from .calibration import (
+    Calibration,
+    class_prior,
+    content_free_records,
+    domain_context_records,
+    fit_calibration,
+    rows_not_shown,
+)
+from .fitted import FittedOutput, applies_log_proba
 from .label_words import warn_label_words
-from .outputs import OutputClasses, class_labels, one_class_error, output_classes, output_labels, output_prompts
+from .outputs import (
+    LABEL_FIELD,
+    YES_NO,
+    OutputClasses,
+    class_labels,
+    multilabel_texts,
+    one_class_error,
+    output_classes,
+    output_labels,
+    output_prompts,
+)
 from .targets import Target, unique_classes
+from .threshold import FIXED_THRESHOLD, fitted_threshold
 
-__all__ = ["JointFit", "OutputFit", "content_free_log_proba", "fit_joint", "fit_output", "fit_separate"]
+__all__ = [
+    "JointFit",
+    "OutputFit",
+    "content_free_log_proba",
+    "fit_choice",
+    "fit_joint",
+    "fit_output",
+    "fit_separate",
+    "uses_choice",
+]
 
 Records = Sequence[dict[str, str]]
 EngineGetter = Callable[[], Engine]
@@ -39,12 +66,15 @@ EngineGetter = Callable[[], Engine]
 class OutputFit:
     """One output's fit: how it is read (``reading``: plan, verbalizers,
     few-shot rows, ...), the template and chat setting in use, and the
-    ``output`` prediction goes through (classes, calibration)."""
+    ``output`` prediction goes through (classes, calibration); and the
+    training rows the calibration read, with their calibrated
+    log-probabilities (None when it read none)."""
 
     reading: OutputReading
     prompt: str
     chat: bool
     output: FittedOutput
+    fit_reads: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,11 +93,13 @@ class JointFit:
     outputs: list[FittedOutput]
 
 
-def content_free_log_proba(plan: ReadingPlan, engine: Engine) -> np.ndarray:
-    """The plan's log-probabilities of the content-free inputs (every field
-    ``X`` fills set to "N/A", "" and "[MASK]"): contextual calibration's bias."""
-    records = content_free_records(plan.layout.template.input_fields)
-    return read_plans([plan], records, engine, batch_size=8, progress=False)[0].log_proba()
+def content_free_log_proba(plan: ReadingPlan, engine: Engine, records: Records | None = None) -> np.ndarray:
+    """The plan's log-probabilities of ``records``, by default the
+    content-free inputs (every field ``X`` fills set to "N/A", "" and
+    "[MASK]"): contextual calibration's bias."""
+    if records is None:
+        records = content_free_records(plan.layout.template.input_fields)
+    return read_plans([plan], records, engine, batch_size=32, progress=False)[0].log_proba()
 
 
 def uses_chat(chat: Any, tokenizer: Any) -> bool:
@@ -119,32 +151,43 @@ def fit_output(
         warn_label_words(owner_here, classes.tolist(), written, est.label_words, options=reading.options is not None)
     plan = reading.plan
 
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+
     def log_proba_of(rows: np.ndarray) -> np.ndarray:
         progress = est.progress and est.calibration == "learned"
-        return read_plans([plan], [records[i] for i in rows], engine, batch_size=est.batch_size,
-                          progress=progress)[0].log_proba()
+        found = read_plans([plan], [records[i] for i in rows], engine, batch_size=est.batch_size,
+                           progress=progress)[0].log_proba()
+        seen.append((np.asarray(rows), found))
+        return found
 
+    rows = rows_not_shown(range(len(records)), reading.few_shot_rows)
+    fields = plan.layout.template.input_fields
     calibration = fit_calibration(
         est.calibration,
         log_proba_of,
         lambda: content_free_log_proba(plan, engine),
-        rows_not_shown(range(len(records)), reading.few_shot_rows),
+        rows,
         y_index,
         class_prior(y_index, len(classes), est.calibration_prior),
         class_weight=est.class_weight,
         classes=classes.tolist(),
         random_state=est.random_state,
         owner=owner,
+        domain_context=None if est.calibration_prior == "uniform" else lambda: content_free_log_proba(
+            plan, engine, domain_context_records([records[i] for i in rows], fields,
+                                                 0 if est.random_state is None else est.random_state)),
     )
-    return OutputFit(reading, settings.template, chat, FittedOutput(classes, calibration))
+    read = (seen[-1][0], calibration.apply(seen[-1][1])) if seen else None
+    return OutputFit(reading, settings.template, chat, FittedOutput(classes, calibration), read)
 
 
 def fit_separate(
     est: Any, records: Records, target: Target, get_engine: EngineGetter
-) -> tuple[list[Any], list[OutputFit]]:
+) -> tuple[list[Any], list[OutputFit], float]:
     """Several outputs: per column of ``y`` (or per label of a multi-label
     ``y``) a clone of ``est`` with that output's prompt and labels, and its
-    fit, all on the same shared engine."""
+    fit, all on the same shared engine; and the multi-label threshold
+    (``fitted_threshold``)."""
     prompts = output_prompts(est.prompt, est.labels, target, est.label_words)
     names = target.names if target.names is not None else list(range(len(target.columns)))
     subs, checked = [], []
@@ -163,7 +206,68 @@ def fit_separate(
             fits.append(fit_output(sub, records, column, get_engine, where=where, checked=checked[j]))
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-    return subs, fits
+    reads = [None if f.fit_reads is None else (f.fit_reads[0], np.exp(f.fit_reads[1][:, 1])) for f in fits]
+    threshold = fitted_threshold(est.threshold, reads) if target.kind == "multilabel" else FIXED_THRESHOLD
+    return subs, fits, threshold
+
+
+def uses_choice(multilabel_read: str, prompt: Any) -> bool:
+    """Whether a multi-label ``y`` is read by one choice read over every
+    label: "choice", or "auto" with a prompt that has no ``{label}`` field."""
+    if multilabel_read != "auto":
+        return multilabel_read == "choice"
+    return not (isinstance(prompt, str) and LABEL_FIELD in PromptTemplate.parse(prompt).fields)
+
+
+def fit_choice(
+    est: Any, records: Records, target: Target, get_engine: EngineGetter
+) -> tuple[OutputFit, list[FittedOutput], float]:
+    """A multi-label ``y`` read once per text over every label: the reader
+    (``est`` zero-shot over the labels' texts, uncalibrated), then per label
+    its share of that read as (does not apply, applies), calibrated on the
+    training texts with that label's 0/1 column; and the threshold
+    (``fitted_threshold``) on every training text."""
+    name = type(est).__name__
+    if est.few_shot:
+        raise ValueError(f"{name}: few_shot={est.few_shot!r} needs one answer per text: a multi-label y read by "
+                         "choice has none. Use multilabel_read='yes_no' (a {label} field in the prompt) or few_shot=0")
+    if isinstance(est.prompt, str) and LABEL_FIELD in PromptTemplate.parse(est.prompt).fields:
+        raise ValueError(f"{name}: multilabel_read='choice' lists every label in the prompt's {{{LABELS_FIELD}}}; "
+                         f"remove {{{LABEL_FIELD}}} from prompt={est.prompt!r}, or use multilabel_read='yes_no'")
+    if not (est.prompt is None or isinstance(est.prompt, str)):
+        raise ValueError(f"{name}: a multi-label y takes one prompt, not a list")
+    texts = multilabel_texts(est.labels, target, est.label_words)
+    if len(texts) < 2:
+        raise ValueError(f"{name}: a choice read needs 2 labels or more; this y has one: use multilabel_read='yes_no'")
+    reader = clone(est).set_params(labels=dict(enumerate(texts)), calibration=None)
+    fit = fit_output(reader, records, None, get_engine, where="the labels' choice read")
+    engine = get_engine()
+    every = np.arange(len(records))
+    found = None
+    if est.calibration in ("auto", "batch", "learned"):  # the others read no training text
+        found = read_plans([fit.reading.plan], records, engine, batch_size=est.batch_size,
+                           progress=est.progress)[0].log_proba()
+    content_free: list[np.ndarray] = []
+    outputs, p_yes = [], []
+    for j, column in enumerate(target.columns):
+        out = output_classes(clone(est).set_params(labels=YES_NO), column, classes=np.array([0, 1]))
+
+        def content_free_log_proba_of(j: int = j) -> np.ndarray:
+            if not content_free:
+                content_free.append(content_free_log_proba(fit.reading.plan, engine))
+            return applies_log_proba(content_free[0][:, j])
+
+        reads = None if found is None else applies_log_proba(found[:, j])
+        calibration = fit_calibration(
+            est.calibration, lambda rows, reads=reads: reads[rows], content_free_log_proba_of, every,
+            out.y_index, class_prior(out.y_index, 2, est.calibration_prior), class_weight=est.class_weight,
+            classes=[0, 1], random_state=est.random_state,
+            owner=f"{name}: label {(target.names[j] if target.names is not None else j)!r}",
+        )
+        outputs.append(FittedOutput(np.array([0, 1]), calibration, column=j))
+        p_yes.append(None if reads is None else (every, np.exp(calibration.apply(reads)[:, 1])))
+    threshold = fitted_threshold(est.threshold, p_yes)
+    return fit, outputs, threshold
 
 
 def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGetter) -> JointFit:

@@ -20,9 +20,11 @@ from .targets import Target, as_classes, unique_classes
 __all__ = [
     "LABEL_FIELD",
     "MULTILABEL_PROMPT",
+    "YES_NO",
     "OutputClasses",
     "class_labels",
     "is_label_list",
+    "multilabel_texts",
     "is_per_output_list",
     "one_class_error",
     "output_classes",
@@ -79,6 +81,22 @@ def _label_text(labels: Any, name: Any, j: int, label_words: str) -> str:
     return default_label_texts([name], label_words)[0]
 
 
+def multilabel_texts(labels: Any, target: Target, label_words: str = "auto") -> list[str]:
+    """Each label's text in a multi-label read, in column order: from
+    ``labels`` (a mapping, or a list in column order), else the label itself
+    as ``label_words`` says; checked as ``output_prompts`` checks them."""
+    k = len(target.columns)
+    if target.names is None and labels is None:
+        raise ValueError(
+            "a multi-label indicator y without column names needs labels={column: text} "
+            "or labels=[text, ...] (in column order) to name each label in the prompt (or pass y as a DataFrame)"
+        )
+    if is_label_list(labels) and not is_per_output_list(labels) and len(labels) != k:
+        raise ValueError(f"labels is a list of {len(labels)} names but the multi-label y has {k} labels")
+    names = target.names if target.names is not None else list(range(k))
+    return [_label_text(labels, name, j, label_words) for j, name in enumerate(names)]
+
+
 def output_prompts(
     prompt: str | Sequence[str] | None, labels: Any, target: Target, label_words: str = "auto"
 ) -> list[str]:
@@ -94,21 +112,11 @@ def output_prompts(
         template = MULTILABEL_PROMPT if prompt is None else prompt
         if LABEL_FIELD not in PromptTemplate.parse(template).fields:
             raise ValueError(
-                f"prompt={template!r} has no {{{LABEL_FIELD}}} field: a multi-label y asks one yes/no "
-                "question per label, e.g. 'Text: {text}\\nIs this about {label}?\\nAnswer:'"
+                f"prompt={template!r} has no {{{LABEL_FIELD}}} field: multilabel_read='yes_no' asks one "
+                "yes/no question per label, e.g. 'Text: {text}\\nIs this about {label}?\\nAnswer:' "
+                "(or leave multilabel_read='auto': a prompt without {label} reads every label at once)"
             )
-        if target.names is None and labels is None:
-            raise ValueError(
-                "a multi-label indicator y without column names needs labels={column: text} "
-                "or labels=[text, ...] (in column order) to name each label in the prompt (or pass y as a DataFrame)"
-            )
-        if is_label_list(labels) and not is_per_output_list(labels) and len(labels) != k:
-            raise ValueError(f"labels is a list of {len(labels)} names but the multi-label y has {k} labels")
-        names = target.names if target.names is not None else list(range(k))
-        return [
-            fill_field(template, LABEL_FIELD, _label_text(labels, name, j, label_words))
-            for j, name in enumerate(names)
-        ]
+        return [fill_field(template, LABEL_FIELD, text) for text in multilabel_texts(labels, target, label_words)]
     if prompt is None:
         if target.names is not None:
             return [f"Text: {{text}}\n{_escape(str(name))}:" for name in target.names]

@@ -134,6 +134,12 @@ def _class_weight(value: Any) -> str | None:
     return "must be None, 'balanced' or a mapping class -> positive weight"
 
 
+def _threshold(value: Any) -> str | None:
+    if value == "auto" or number(lambda v: 0 < v < 1, "")(value) is None:
+        return None
+    return "must be 'auto' or a number in (0, 1)"
+
+
 PARAMETERS: dict[str, Check] = {
     "model": _model,
     "base_url": _base_url,
@@ -155,11 +161,12 @@ PARAMETERS: dict[str, Check] = {
     "low_mass": one_of("ignore", "raise", "warn"),
     "low_mass_threshold": number(lambda v: 0 <= v < 1, "must be a number in [0, 1)"),
     "few_shot": number(lambda v: v >= 0, "must be a non-negative integer (examples per class)", integral=True),
-    "calibration": one_of(*CALIBRATIONS, why="must be None, 'contextual', 'batch' or 'learned'"),
+    "calibration": one_of(*CALIBRATIONS, why="must be None, 'auto', 'contextual', 'batch' or 'learned'"),
     "calibration_prior": one_of(*CALIBRATION_PRIORS),
     "class_weight": _class_weight,
-    "threshold": number(lambda v: 0 < v < 1, "must be a number in (0, 1)"),
+    "threshold": _threshold,
     "multioutput_read": one_of("separate", "joint", why="must be one of ['joint', 'separate']"),
+    "multilabel_read": one_of("auto", "choice", "yes_no"),
     "too_long": one_of("raise", "truncate"),
     "random_state": _random_state,
     "read_store": check_read_store,

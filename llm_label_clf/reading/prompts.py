@@ -23,10 +23,12 @@ __all__ = [
     "render_chat",
 ]
 
-#: The default completion prompt: the text, then a plain answer cue. On SST-2
-#: dev with the built-in model it beat cues that list the labels (which this
-#: small model answers by position, not content); see the README.
-DEFAULT_PROMPT = "Text: {text}\nLabel:"
+#: The default completion prompt: an instruction line naming the labels, the
+#: text, then a plain answer cue. Chosen with the default calibration by the
+#: mean test log-loss across seven datasets of different kinds
+#: (``bench/zero_shot.py``); the old default, the text and the cue alone
+#: (chosen on SST-2), left the label mass below 1e-4 on 40% of SST-2's texts.
+DEFAULT_PROMPT = "Classify the text as {labels}.\nText: {text}\nLabel:"
 #: A field filled with the class verbalizers, e.g. "positive or negative".
 LABELS_FIELD = "labels"
 #: The prompt field that receives the options list (options mode); without it

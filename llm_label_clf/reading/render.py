@@ -110,13 +110,22 @@ def check_fields(
     template: PromptTemplate, record: Mapping[str, str], filled: Collection[str] = (), *, owner: str = ""
 ) -> None:
     """Raises ValueError naming the fields of ``template`` that neither
-    ``record`` (one row of ``X``) nor the package (``filled``) fills;
-    ``owner`` starts the message."""
+    ``record`` (one row of ``X``) nor the package (``filled``) fills, or
+    naming ``{text}`` when no field is filled from ``X`` (every text would
+    get the same prompt, hence the same probabilities); ``owner`` starts the
+    message."""
+    prefix = f"{owner}: " if owner else ""
     missing = [f for f in template.fields if f not in filled and f not in record]
     if missing:
         raise ValueError(
-            f"{owner + ': ' if owner else ''}prompt field(s) {missing} have no input: X provides {sorted(record)} "
+            f"{prefix}prompt field(s) {missing} have no input: X provides {sorted(record)} "
             "(a list of texts fills {text}; a DataFrame fills its column names)"
+        )
+    if all(f in filled for f in template.fields):
+        raise ValueError(
+            f"{prefix}prompt {template.template!r} has no {{text}} field (nor any other filled from X): "
+            "every text would get the same prompt and the same probabilities. Put {text} where the text "
+            "goes, e.g. 'Text: {text}\\nSentiment:'"
         )
 
 

@@ -19,11 +19,12 @@ from typing import Any
 __all__ = ["DEFAULT_PROMPTS", "READER_PARAMS", "Candidate", "candidates", "prompt_settings"]
 
 #: The prompts tried when ``prompts`` is None: the estimator's default
-#: template; one that names the labels in an instruction line; and that one
-#: as a chat turn (the model's chat template, reply read at its first token).
+#: template (it names the labels in an instruction line); that one as a chat
+#: turn (the model's chat template, reply read at its first token); and the
+#: text with a bare answer cue (the default before 2026-12-06).
 DEFAULT_PROMPTS: tuple[dict[str, Any], ...] = (
     {"prompt": None, "instructions": None, "chat": False},
-    {"prompt": "Classify the text as {labels}.\nText: {text}\nLabel:", "instructions": None, "chat": False},
+    {"prompt": "Text: {text}\nLabel:", "instructions": None, "chat": False},
     {"prompt": "Classify the text as {labels}.\nText: {text}\nLabel:", "instructions": None, "chat": True},
 )
 #: The estimator parameters a reader sets.
@@ -100,7 +101,7 @@ def candidates(
     found: list[Candidate] = []
     for r, reader in enumerate(readers):
         for calibration in _listed(calibrations, "calibrations"):
-            if calibration in ("contextual", "batch"):
+            if calibration in ("auto", "contextual", "batch"):
                 for prior in _listed(calibration_priors, "calibration_priors"):
                     found.append(Candidate(r, {**reader, "calibration": calibration, "calibration_prior": prior}))
             elif calibration == "learned":

@@ -4,7 +4,8 @@ With 16-128 labelled texts the folds are small and the ~30 candidates'
 mean scores differ mostly by noise: the highest mean ("best") tends to be a
 complex candidate (few-shot, stacked) that was lucky on these folds.
 "guarded" keeps the highest mean only where it beats the simple reading
-(zero-shot, uncalibrated) by more than the error of that difference. The
+(zero-shot, the default calibration: what the estimator does without the
+search) by more than the error of that difference. The
 "one_se" rule (the one-standard-error rule of Breiman et al. and of
 ``glmnet``'s ``lambda.1se``) takes the simplest candidate whose mean is
 within one standard error of the highest. What a rule's choice scores on
@@ -29,10 +30,11 @@ RULES = ("best", "guarded", "one_se")
 
 
 def complexity_of(candidate: Candidate | Mapping[str, Any]) -> int:
-    """The candidate's level in ``COMPLEXITY``: 0 zero-shot uncalibrated, 1
-    zero-shot calibrated (contextual, batch or learned), 2 few-shot (any
-    calibration), 3 the stacked candidate. Takes a ``Candidate`` or its
-    parameters (a row of ``cv_results_["params"]``)."""
+    """The candidate's level in ``COMPLEXITY``: 0 zero-shot with the
+    default calibration ("auto") or none, 1 zero-shot calibrated otherwise
+    (contextual, batch or learned), 2 few-shot (any calibration), 3 the
+    stacked candidate. Takes a ``Candidate`` or its parameters (a row of
+    ``cv_results_["params"]``)."""
     if isinstance(candidate, Candidate):
         if candidate.reader is None:
             return 3
@@ -43,7 +45,7 @@ def complexity_of(candidate: Candidate | Mapping[str, Any]) -> int:
         return 3
     if params.get("few_shot", 0):
         return 2
-    return 0 if params.get("calibration") is None else 1
+    return 0 if params.get("calibration") in (None, "auto") else 1
 
 
 def check_rule(rule: Any, owner: str = "") -> None:
@@ -73,7 +75,8 @@ def choose(
 
     "best": the highest mean (the first, on a tie). "guarded": the highest
     mean, if it beats the simple reading (the first candidate of complexity
-    0: the estimator's own prompt, zero-shot, uncalibrated) by more than the
+    0: the first prompt, zero-shot, the first calibration listed, "auto" by
+    default) by more than the
     standard error of their paired differences over ``split_scores``
     (n_candidates, n_splits; ``split_sem`` over ``n_folds``), else that
     simple reading; "best" where there is none, or no ``split_scores``.

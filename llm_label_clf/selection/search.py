@@ -98,10 +98,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         A count with ``calibration="learned"`` is left out (with a warning)
         where a class has fewer than the count + 2 texts: the refit fits that
         regression on 2 texts of every class outside the examples at least.
-    calibrations : list, default=(None, "contextual", "batch", "learned")
+    calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
-        For "contextual" and "batch": the class priors to try ("y", "uniform").
+        For "auto", "contextual" and "batch": the class priors to try ("y", "uniform").
     class_weights : list, default=(None, "balanced")
         For "learned" and the stacked candidate.
     label_modes, length_norms, label_sets : list or None, default=None
@@ -132,13 +132,14 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     rule : {"guarded", "best", "one_se"}, default="guarded"
         How the candidate is chosen from the ``refit`` metric. "best": the
         highest mean score. "guarded": the highest mean, where it beats the
-        simple reading (the estimator's own prompt, zero-shot, uncalibrated)
+        simple reading (the first prompt, zero-shot, the first calibration:
+        "auto" by default)
         by more than the standard error of their paired split differences;
         else that simple reading, so that a complex pick which won by luck
         does not fall below it. "one_se": among the candidates whose mean is at
         least the highest mean minus that candidate's ``sem_test_<metric>``,
-        the simplest ``complexity`` level (zero-shot uncalibrated, zero-shot
-        calibrated, few-shot, stacked), then the highest mean within it. A
+        the simplest ``complexity`` level (zero-shot with "auto" or no
+        calibration, zero-shot otherwise calibrated, few-shot, stacked), then the highest mean within it. A
         candidate with a NaN mean is never chosen. On the design sets
         (``bench/selection.py``; SST-2 and TREC, 10 draws each) "one_se" lost
         0.3 accuracy points to "best" at 64 texts and 0.6 at 128.
@@ -212,8 +213,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         standard error of the mean: ``std_test_<score>`` over
         sqrt(``n_folds_``), the folds of one repeat (repeats reuse the same
         texts, so they do not shrink it); and ``complexity``, each
-        candidate's level for ``rule`` (0 zero-shot uncalibrated, 1 zero-shot
-        calibrated, 2 few-shot, 3 stacked).
+        candidate's level for ``rule`` (0 zero-shot with "auto" or no
+        calibration, 1 zero-shot otherwise calibrated, 2 few-shot, 3 stacked).
     best_index_ : int
         The chosen candidate's row in ``cv_results_`` (by ``rule``: with
         "one_se" not always the one ranked first).
@@ -285,7 +286,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     >>> from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
     >>> search = LLMLabelClassifierCV(LLMLabelClassifier(random_state=0), few_shots=(0, 4), cv=3)
     >>> search.get_params()["calibrations"]
-    (None, 'contextual', 'batch', 'learned')
+    ('auto', None, 'contextual', 'batch', 'learned')
 
     Fitting reads each training text once per way of reading:
 
