@@ -93,10 +93,11 @@ def tables(sst2_rows, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def reference_proba(engine, sst2_rows) -> np.ndarray:
-    """The estimator's own probabilities for the ten rows, fitted on their true
-    labels, columns in LABELS order: what the command line must reproduce."""
-    clf = LLMLabelClassifier(prompt=PROMPT, progress=False, low_mass="ignore")
-    clf.fit(sst2_rows["text"], sst2_rows["label"])
+    """The estimator's own probabilities for the ten rows, fitted zero-shot on
+    them as the command fits it (the default calibration, on the input's rows),
+    columns in LABELS order: what the command line must reproduce."""
+    clf = LLMLabelClassifier(prompt=PROMPT, labels=LABELS, progress=False, low_mass="ignore")
+    clf.fit(sst2_rows["text"])
     proba = clf.predict_proba(sst2_rows["text"])
     return proba[:, [clf.classes_.tolist().index(label) for label in LABELS]]
 
@@ -833,14 +834,14 @@ def train_table(datasets_dir, tmp_path_factory) -> Path:
 
 def reference(rows: pd.DataFrame, labels: list[str], train: Path | None = None, **params) -> np.ndarray:
     """What the command line must reproduce: the estimator with ``params``,
-    fitted as the command fits it (on --train, else zero-shot on the first
-    rows), columns in ``labels`` order."""
+    fitted as the command fits it (on --train, else zero-shot on the input's
+    rows: at most 256, so all of these), columns in ``labels`` order."""
     clf = LLMLabelClassifier(
         prompt=PROMPT, progress=False, low_mass="ignore", labels={label: label for label in labels}, **params
     )
     X = pd.DataFrame({"text": rows["text"].tolist()})
     if train is None:
-        clf.fit(X.iloc[: len(labels)])
+        clf.fit(X)
     else:
         frame = pd.read_csv(train)
         clf.fit(pd.DataFrame({"text": frame["text"].tolist()}), frame["label"].to_numpy(dtype=object))
