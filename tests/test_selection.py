@@ -15,17 +15,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.special import softmax
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.pipeline import Pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
 from llm_label_clf.fitting.calibration import class_prior
+from llm_label_clf.reading.build import FewShotTooLongError
 from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
 from llm_label_clf.selection.folds import refittable
+from llm_label_clf.selection.plans import fitted_plans
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
 from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
@@ -443,6 +445,43 @@ def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2
     assert readers_within([5, 1, 1], [0, 0, 4], 64, 3, 1.0) == [0]  # the first reader is always kept
 
 
+def test_a_prompt_whose_examples_overflow_the_context_is_left_out_not_the_search(engine, sst2):
+    """A prompt of ~1/8 of the model's context (a long preamble: each
+    few-shot example is written in the prompt's format, so it makes the
+    examples long as long texts do, while the zero-shot reads share it as one
+    cached prefix): 4 examples of each of 2 classes overflow the context. The
+    search leaves that reader out before reading, says so once with the
+    tokens and the context, and chooses among the zero-shot candidates; the
+    estimator alone, and a search with no prompt that fits, raise the
+    estimator's error. 12 texts, read once each (plus 3 content-free)."""
+    import warnings
+
+    X, y = sst2
+    rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:6]])
+    texts, labels = [X[i] for i in rows], y[rows]
+    sentence = "Read the movie review below and say whether its author liked the film. "
+    repeats = engine.max_model_len // 8 // len(engine.tokenizer.encode(sentence, add_special_tokens=False)) + 2
+    long_prompt = sentence * repeats + "\n" + SST2_TEMPLATE
+    small = dict(prompts=[long_prompt], few_shots=(0, 4), calibrations=[None, "batch"], stack=False, cv=3)
+    base = make_classifier(random_state=0, low_mass="ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cv = LLMLabelClassifierCV(base, **small).fit(texts, labels)
+    said = [str(w.message) for w in caught if "few-shot prompt(s) are left out" in str(w.message)]
+    assert len(said) == 1, [str(w.message)[:120] for w in caught]
+    assert "'few_shot': 4" in said[0] and f"of the model's {engine.max_model_len} tokens" in said[0]
+    assert "(few_shot=4: " in said[0] and "Pass smaller few_shots" in said[0]
+    assert [r["few_shot"] for r in cv.readers_] == [0] and [r["few_shot"] for r in cv.skipped_readers_] == [4]
+    assert [p["few_shot"] for p in cv.cv_results_["params"]] == [0, 0]
+    assert cv.best_params_["few_shot"] == 0 and cv.best_estimator_.few_shot == 0
+    assert np.isfinite(cv.best_score_) and np.isfinite(cv.held_out_score_)
+    assert cv.fit_cost_["engine_reads"] == len(texts) + 3  # the left-out reader read nothing
+    with pytest.raises(FewShotTooLongError, match=r"LLMLabelClassifier: few_shot=4 examples per class take \d+ "):
+        clone(base).set_params(prompt=long_prompt, few_shot=4).fit(texts, labels)
+    with pytest.raises(FewShotTooLongError, match=r"few_shot=4 examples per class take \d+ tokens, leaving less"):
+        LLMLabelClassifierCV(base, **{**small, "few_shots": [4]}).fit(texts, labels)
+
+
 # --- the selection rules, on hand-built score tables (no engine) --------------
 
 
@@ -464,6 +503,46 @@ def test_a_learned_few_shot_candidate_its_refit_could_not_fit_is_left_out():
     with pytest.raises(ValueError, match=r"few_shot=4 \(class 'c' has 5 texts\) leaves no candidate"):
         refittable([found[2]], y)
     assert refittable(found, np.array(["a"] * 6 + ["b"] * 6)) == found  # 4 examples leave 2 of each
+
+
+class _Reader(BaseEstimator):
+    """A stand-in reader whose few-shot block overflows from ``too_long`` examples per class."""
+
+    def __init__(self, prompt=None, few_shot=0, calibration=None, calibration_prior="y", too_long=4):
+        self.prompt, self.few_shot, self.calibration = prompt, few_shot, calibration
+        self.calibration_prior, self.too_long = calibration_prior, too_long
+
+    def fit(self, X, y):
+        if self.few_shot >= self.too_long:
+            raise FewShotTooLongError("LLMLabelClassifier", self.few_shot, 8000 + self.few_shot, 8192)
+        return self
+
+
+def test_readers_and_a_fallback_whose_examples_overflow_are_left_out_with_one_warning():
+    """Two prompts x few_shot (0, 4), with the small_data fallback (few_shot=8):
+    the 4-shot readers and the fallback are left out, named in one warning
+    with their tokens and the context; their candidates go, the stacked one
+    stays over the zero-shot readers. With none that fits, the first
+    reader's own error; the error pickles (a joblib worker's comes back)."""
+    readers = [{"prompt": p, "few_shot": k} for p in ("a", "b") for k in (0, 4)]
+    found = [Candidate(r, {**params, "calibration": None}) for r, params in enumerate(readers)]
+    found.append(Candidate(None, {"stack": True, "class_weight": None}))
+    fallback = Candidate(0, {"prompt": "a", "few_shot": 8, "calibration": "batch", "calibration_prior": "y"})
+    with pytest.warns(UserWarning) as caught:
+        kept, kept_found, fitted, left_fallback, left = fitted_plans(_Reader(), readers, found, fallback, ["t"] * 4,
+                                                                     np.array(["x"] * 4), "LLMLabelClassifierCV")
+    assert len(caught) == 1
+    said = str(caught[0].message)
+    assert said.startswith("LLMLabelClassifierCV: the candidates of 3 few-shot prompt(s) are left out, unread")
+    assert "of the model's 8192 tokens" in said and "(few_shot=4: 8004 tokens)" in said
+    assert "the small_data fallback {'prompt': 'a', 'few_shot': 8, 'calibration': 'batch'" in said
+    assert kept == [readers[0], readers[2]] and left == [readers[1], readers[3]] and left_fallback is None
+    assert [c.reader for c in kept_found] == [0, 1, None] and len(fitted) == 2
+    assert fitted_plans(_Reader(too_long=9), readers, found, fallback, [], np.array([]), "X")[3] is fallback
+    with pytest.raises(FewShotTooLongError, match="few_shot=0 examples per class take 8000 tokens") as raised:
+        fitted_plans(_Reader(too_long=0), readers, found, None, [], np.array([]), "X")
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert str(again) == str(raised.value) and again.n_tokens == 8000 and isinstance(again, ValueError)
 
 
 def test_one_se_takes_the_simplest_within_one_standard_error_and_best_the_highest():

@@ -7,7 +7,10 @@ and context length; nothing is read from the model.
 The few-shot block: k labelled training texts per class, chosen stratified
 with a seed, each in the prompt's own format followed by its answer. It is the
 same for every text, so vLLM's prefix cache computes it once per engine, not
-once per text."""
+once per text. A block that leaves fewer than ``MIN_QUERY_TOKENS`` of the
+model's context for the text raises ``FewShotTooLongError``, the one check of
+that rule: the estimator lets it end its fit, the search leaves that reader
+out (``selection.plans``)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,15 @@ from .plan import ReadingPlan
 from .prompts import LABELS_FIELD, OPTIONS_FIELD, PromptTemplate, join_labels, option_codes, options_block
 from .render import PromptLayout, check_fields
 
-__all__ = ["LABEL_CHECK_ROWS", "MIN_QUERY_TOKENS", "OutputReading", "ReadingSettings", "build_reading", "plan_showing"]
+__all__ = [
+    "LABEL_CHECK_ROWS",
+    "MIN_QUERY_TOKENS",
+    "FewShotTooLongError",
+    "OutputReading",
+    "ReadingSettings",
+    "build_reading",
+    "plan_showing",
+]
 
 #: How many training rows are rendered to check that labels tokenize the same after each.
 LABEL_CHECK_ROWS = 4
@@ -33,6 +44,24 @@ LABEL_CHECK_ROWS = 4
 MIN_QUERY_TOKENS = 64
 #: Between two few-shot examples, and between the last example and the text.
 EXAMPLE_SEPARATOR = "\n\n"
+
+
+class FewShotTooLongError(ValueError):
+    """A few-shot block that leaves fewer than ``MIN_QUERY_TOKENS`` of the
+    model's context for the text: a ``ValueError`` naming ``few_shot``, the
+    block's tokens and the context, kept as ``few_shot``, ``n_tokens`` and
+    ``max_model_len``; it pickles (a joblib worker's error comes back)."""
+
+    def __init__(self, owner: str, few_shot: int, n_tokens: int, max_model_len: int) -> None:
+        super().__init__(
+            f"{owner}: few_shot={few_shot} examples per class take {n_tokens} tokens, "
+            f"leaving less than {MIN_QUERY_TOKENS} of the model's {max_model_len} for the text; "
+            "lower few_shot or raise engine_options['max_model_len']"
+        )
+        self.owner, self.few_shot, self.n_tokens, self.max_model_len = owner, few_shot, n_tokens, max_model_len
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.owner, self.few_shot, self.n_tokens, self.max_model_len)
 
 
 @dataclass(frozen=True)
@@ -97,7 +126,8 @@ def _few_shot(
     verbalizers: list[list[str]], tokenizer: Any, max_model_len: int,
 ) -> tuple[list[int], str]:
     """The few-shot rows (stratified, seeded) and their rendered block; raises
-    when the block leaves too little of the context for the text."""
+    ``FewShotTooLongError`` when the block leaves too little of the context
+    for the text."""
     if not settings.few_shot:
         return [], ""
     if y_index is None:
@@ -112,17 +142,13 @@ def _example_block(
     layout: PromptLayout, records: Sequence[Mapping[str, str]], y_index: np.ndarray, rows: Sequence[int],
     verbalizers: Sequence[Sequence[str]], tokenizer: Any, max_model_len: int, few_shot: int, owner: str,
 ) -> str:
-    """The rendered few-shot block of ``rows``; raises when it leaves too
-    little of the context for the text."""
+    """The rendered few-shot block of ``rows``; raises ``FewShotTooLongError``
+    when it leaves too little of the context for the text."""
     # each example: its rendered prompt, then its class's verbalizer as the model would write it
     prefix = "".join(layout.body(records[row]) + verbalizers[y_index[row]][0] + EXAMPLE_SEPARATOR for row in rows)
     n_tokens = len(tokenizer.encode(prefix, add_special_tokens=False))
     if n_tokens > max_model_len - MIN_QUERY_TOKENS:
-        raise ValueError(
-            f"{owner}: few_shot={few_shot} examples per class take {n_tokens} tokens, "
-            f"leaving less than {MIN_QUERY_TOKENS} of the model's {max_model_len} for the text; "
-            "lower few_shot or raise engine_options['max_model_len']"
-        )
+        raise FewShotTooLongError(owner, int(few_shot), n_tokens, max_model_len)
     return prefix
 
 
@@ -142,7 +168,8 @@ def plan_showing(
     order) as its examples instead of the ones ``fit`` drew. Cross-validation
     reads an example text under the fitted prompt with that text swapped for
     another, so no text is read under a prompt that shows it. Raises
-    ValueError when the block leaves too little of the context for the text."""
+    ``FewShotTooLongError`` when the block leaves too little of the context
+    for the text."""
     prefix = _example_block(plan.layout, records, y_index, list(rows), verbalizers, tokenizer, max_model_len,
                             few_shot, owner)
     return replace(plan, layout=replace(plan.layout, few_shot_prefix=prefix))

@@ -14,8 +14,9 @@ two draws near chance (``bench/experiments/honest-estimate-2026-12-04``).
 Here each example text is read under the refit's prompt with itself
 replaced by another text of its class that the prompt does not show (drawn
 with the estimator's ``random_state``; dropped where its class has none
-left): every text is scored, with the class mix of ``y``, under a prompt
-that does not show it and differs from the refit's by at most one example.
+left, or where the text swapped in would not fit the model's context):
+every text is scored, with the class mix of ``y``, under a prompt that
+does not show it and differs from the refit's by at most one example.
 The cost is that of one prompt: each text is read once, plus the three
 content-free inputs under the refit's prompt (which stand for the example
 texts' prompts too). Nothing here scores."""
@@ -32,7 +33,7 @@ from sklearn.utils import check_random_state
 from ..classifier import LLMLabelClassifier
 from ..engines import engine_for
 from ..fitting.fit import content_free_log_proba
-from ..reading.build import plan_showing
+from ..reading.build import FewShotTooLongError, plan_showing
 from ..reading.driver import read_plans
 from ..reading.plan import ClassReads
 from .scores import ReaderReads
@@ -67,17 +68,25 @@ def read_reader(
     """``reader``'s (fitted without calibration on every text: a plan, no
     reads) reads of every training text and of the content-free inputs: each
     text under its prompt, but an example text under that prompt with itself
-    swapped out (``swapped_examples``)."""
+    swapped out (``swapped_examples``), or left out where the text swapped in
+    is too long for the model's context."""
     plan = reader.plans_[0]
     engine = engine_for(reader.model, reader.base_url, reader.engine_options, owner=owner)
     shown = list(reader.few_shot_rows_)
     rest = np.setdiff1d(np.arange(len(records)), shown)
     parts = [(rest, read_plans([plan], [records[i] for i in rest], engine, batch_size=reader.batch_size,
                                progress=reader.progress)[0])]
+
+    def showing(examples: list[int]) -> Any:
+        return plan_showing(plan, reader.verbalizers_, records, y_index, examples, few_shot=int(reader.few_shot),
+                            tokenizer=engine.tokenizer, max_model_len=engine.max_model_len, owner=owner)
+
     for row, examples in zip(shown, swapped_examples(shown, y_index, clone(reader.random_state, safe=False)),
                              strict=True):
-        alone = plan_showing(plan, reader.verbalizers_, records, y_index, examples, few_shot=int(reader.few_shot),
-                             tokenizer=engine.tokenizer, max_model_len=engine.max_model_len, owner=owner)
+        try:
+            alone = showing(examples)
+        except FewShotTooLongError:  # the text swapped in is longer than the refit's prompt leaves room for
+            alone = showing([r for r in shown if r != row])
         parts.append((np.array([row]), read_plans([alone], [records[row]], engine, batch_size=1, progress=False)[0]))
     return ReaderReads(in_row_order(parts, len(records)), content_free_log_proba(plan, engine))
 

@@ -44,6 +44,7 @@ from .budget import check_max_passes, readers_within, without_readers, zero_shot
 from .candidates import Candidate, candidates
 from .estimate import bootstrap_sem, nested_choices, pair_splits
 from .folds import refittable, results, scorer, split_rows, usable_few_shots
+from .plans import fitted_plans
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
 from .scores import ReaderReads, StackingHead, fold_model, score_fold
@@ -95,9 +96,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         A count that would leave fewer than 4 texts, or fewer than 2 classes
         with 2 texts, outside its examples is lowered to the largest count
         that leaves enough (or left out when none does), with a warning.
-        A count with ``calibration="learned"`` is left out (with a warning)
-        where a class has fewer than the count + 2 texts: the refit fits that
-        regression on 2 texts of every class outside the examples at least.
+        A prompt whose examples leave too little of the model's context for the
+        text is left out, with a warning (``plans``). A count with
+        ``calibration="learned"`` is left out (with a warning) where a class has
+        fewer than the count + 2 texts: the refit fits that regression on 2
+        texts of every class outside the examples at least.
     calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -256,7 +259,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     readers_ : list of dict
         The distinct ways of reading tried, as estimator parameters.
     skipped_readers_ : list of dict
-        The ways of reading left out by ``max_passes`` (empty when none).
+        The ways of reading left out because their few-shot examples do not
+        fit the model's context, then those left out by ``max_passes``.
     classes_ : ndarray
         Class labels; the column order of ``predict_proba``.
     n_splits_ : int
@@ -397,8 +401,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         ValueError
             ``y`` is missing or has several outputs, ``estimator`` is not an
             ``LLMLabelClassifier``, ``rule``, ``n_repeats``, ``recalibrate``,
-            ``small_data`` or ``max_passes`` is bad, or a candidate has a bad
-            parameter (naming the candidate).
+            ``small_data`` or ``max_passes`` is bad, a candidate has a bad
+            parameter (naming the candidate), or no reader's few-shot
+            examples fit the model's context.
         """
         began = time.perf_counter()
         name = type(self).__name__
@@ -438,11 +443,12 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active(), _each_warning_once():
-            fitted = self._plan(base, readers, X, y_values)
+            readers, found, fitted, fallback, too_long = fitted_plans(base, readers, found, fallback, X, y_values, name)
             classes = fitted[0].classes_
             y_index = np.searchsorted(classes, y_values)
             folds = self._folds(base, y_index)
             readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
+            self.skipped_readers_ = too_long + self.skipped_readers_
             reads = [read_reader(r, records, y_index, name) for r in _bar(fitted, base.progress, "reading", "reader")]
             self.readers_ = readers
             unscored = [fallback] if fallback else []
@@ -492,12 +498,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             "labelled texts to score it, or small_data='search' to choose among the scored candidates.",
             UserWarning,
         )
-
-    def _plan(
-        self, base: LLMLabelClassifier, readers: list[dict[str, Any]], X: Any, y: np.ndarray
-    ) -> list[LLMLabelClassifier]:
-        """Each reader fitted without calibration: its reading plan, no reads."""
-        return [clone(base).set_params(**params, calibration=None).fit(X, y) for params in readers]
 
     def _within_budget(
         self, readers: list[dict[str, Any]], found: list[Candidate], fitted: list[LLMLabelClassifier], n_texts: int
