@@ -1,26 +1,18 @@
 """Does ``llm-label-clf classify`` stay flat in memory as the input grows?
+Each in a fresh process, peak RSS sampled every 0.1 s:
 
-Two measurements, each in a fresh process, its peak resident memory sampled
-every 0.1 s with psutil (``bench.common.PeakRSS``):
+1. the command's own path (survey pass, chunked reader, per-chunk
+   ``predict_proba``, writer, progress file) on 10,000 and 1,000,000 rows,
+   with the fitted classifier replaced by a stub returning fixed
+   probabilities (the engine's memory does not depend on the rows:
+   ``bench/memory.py``; a million rows through it would take hours);
+2. the real command with its engine on the first 10,000 rows: its own
+   process and its process tree (the engine's processes included).
 
-1. **The command's own path on the whole file**, at 10,000 and 1,000,000
-   rows: ``cli.main(["classify", IN, ... "-o", OUT.csv])`` as the command runs
-   it (survey pass, chunked reader, per-chunk ``predict_proba``, writer,
-   progress file), with the fitted classifier replaced by a stub that returns
-   fixed probabilities at once: 1,000,000 rows through the engine would take
-   hours on 2 cores (about 50 texts/s), and the engine's own memory does not
-   depend on the rows (``bench/memory.py``: the engine reads ``batch_size``
-   texts at a time). Peak RSS of that one process (it has no children).
-2. **The real command with its engine** on the first 10,000 rows
-   (``python -m llm_label_clf classify ...``): peak RSS of the command's own
-   process, and of its process tree (the vLLM engine's processes included).
-
-Input: SST-2 dev texts cycled, each prefixed with its row number (distinct
-texts), an ``id`` column, CSV; ``--chunk-rows`` 1000 (the default).
+Input: SST-2 dev texts cycled, each prefixed with its row number, CSV.
 
 Run: ``python bench/cli_memory.py [--sizes 10000 1000000] [--engine-rows 10000]``
-(``--engine-rows 0`` skips measurement 2). Writes
-``bench/results/cli_memory.json`` and ``.md`` (``bench/results.py``).
+(``--engine-rows 0`` skips 2); writes ``bench/results/cli_memory.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import run_child  # noqa: E402
+from bench.common import csv, run_child  # noqa: E402
 
 PROMPT = "Review: {text}\nSentiment:"
 LABELS = "negative,positive"
@@ -43,9 +35,7 @@ def make_input(path: Path, rows: int) -> None:
     """``rows`` rows of distinct short texts, written a block at a time."""
     import pandas as pd
 
-    from llm_label_clf.testing import datasets_dir
-
-    texts = pd.read_csv(datasets_dir() / "sst2_dev.csv")["text"].tolist()
+    texts = csv("sst2_dev.csv")["text"].tolist()
     with open(path, "w", encoding="utf-8", newline="") as out:
         for start in range(0, rows, 100_000):
             ids = range(start, min(rows, start + 100_000))
@@ -81,10 +71,8 @@ def measured(command: list[str]) -> dict[str, Any]:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 1_000_000])
-    parser.add_argument("--engine-rows", type=int, default=10_000)
     parser.add_argument("--child", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
-    args = results.arguments(parser, markdown, "cli_memory")
+    args = results.arguments(parser, markdown, "cli_memory", sizes=[10_000, 1_000_000], engine_rows=10_000)
     if args.child:
         stub_child(*args.child)
         return

@@ -1,16 +1,10 @@
-"""What every contender and bench script shares: the datasets and their
-subsets, the prompts and labels, the process-tree memory sampler, child
-processes, timing and the metrics, so that all contenders read the same texts
-behind the same prompts.
+"""What the bench scripts share: the datasets, prompts and labels, the
+process-tree memory sampler, child processes, timing and metrics.
 
 The baselines' label reading (``label_paths``, ``label_trie``,
-``path_logprobs`` below) is written here again on purpose, not taken from
-``llm_label_clf.reading.label_tokens`` / ``label_trie``: raw vLLM and the
-transformers forward stand for what a user would write without this package,
-so they must not run its code (a fair floor to compare ``predict_proba``
-with), and their accuracy and log-loss then check the estimator's label reads
-independently. Only the engine setup (``cpu_defaults`` and the environment) is
-shared, so that every vLLM contender runs the same engine."""
+``path_logprobs``) is written here again on purpose, not taken from
+``llm_label_clf.reading``: raw vLLM and the transformers forward stand for
+what a user would write without this package, so they must not run its code."""
 
 from __future__ import annotations
 
@@ -81,35 +75,19 @@ class Sizes:
     warmup: int = 16
 
 
-FULL = Sizes(
-    sst2=None,
-    agnews_per_class=100,
-    skorch_sst2=200,
-    skorch_agnews_per_class=10,
-    length_texts={64: 128, 256: 64, 1024: 24},
-    passes=3,
-    fewshot_eval=200,
-    scaling_texts=512,
-    scaling_rounds=2,
-)
-QUICK = Sizes(
-    sst2=48,
-    agnews_per_class=8,
-    skorch_sst2=12,
-    skorch_agnews_per_class=2,
-    length_texts={64: 16, 256: 8, 1024: 4},
-    passes=2,
-    fewshot_eval=24,
-    scaling_texts=64,
-    scaling_rounds=1,
-)
+FULL = Sizes(sst2=None, agnews_per_class=100, skorch_sst2=200, skorch_agnews_per_class=10,
+             length_texts={64: 128, 256: 64, 1024: 24}, passes=3, fewshot_eval=200, scaling_texts=512,
+             scaling_rounds=2)
+QUICK = Sizes(sst2=48, agnews_per_class=8, skorch_sst2=12, skorch_agnews_per_class=2,
+              length_texts={64: 16, 256: 8, 1024: 4}, passes=2, fewshot_eval=24, scaling_texts=64, scaling_rounds=1)
 
 
 def sizes(quick: bool) -> Sizes:
     return QUICK if quick else FULL
 
 
-def _read_csv(name: str) -> Any:
+def csv(name: str) -> Any:
+    """The data frame of ``name`` in the datasets folder."""
     import pandas as pd
 
     from llm_label_clf.testing import datasets_dir
@@ -119,24 +97,19 @@ def _read_csv(name: str) -> Any:
 
 def sst2(size: Sizes) -> Task:
     """SST-2 dev in file order (all 872 texts in a full run)."""
-    frame = _read_csv("sst2_dev.csv")
+    frame = csv("sst2_dev.csv")
     if size.sst2 is not None:
         frame = frame.sample(n=size.sst2, random_state=SEED)
     return Task("sst2", frame["text"].tolist(), frame["label"].to_numpy(), SST2_PROMPT, SST2_LABELS)
 
 
-def agnews_frame() -> Any:
-    return _read_csv("agnews_test.csv")
-
-
 def agnews(size: Sizes, per_class: int | None = None) -> Task:
-    """A class-balanced sample of AG News test (``per_class`` texts of each
-    class), shuffled; a smaller ``per_class`` gives a subset of the larger one
-    in the same order."""
+    """A shuffled class-balanced sample of AG News test, ``per_class`` texts a
+    class (a smaller ``per_class``: a subset of the larger, in the same order)."""
     import pandas as pd
 
     per_class = size.agnews_per_class if per_class is None else per_class
-    frame = agnews_frame().iloc[:-HELD_BACK]
+    frame = csv("agnews_test.csv").iloc[:-HELD_BACK]
     parts = [group.sample(n=size.agnews_per_class, random_state=SEED).iloc[:per_class]
              for _, group in frame.groupby("label", sort=True)]
     sample = pd.concat(parts).sample(frac=1.0, random_state=SEED)
@@ -147,11 +120,9 @@ BANKING_PROMPT = "Query: {text}\nIntent:"
 
 
 def banking77(per_intent: int, *, mixed: bool = False) -> Task:
-    """Banking77 test texts, ``per_intent`` of each of the 77 intents (a seeded
-    sample, grouped by intent; ``mixed``: the intents shuffled together, so
-    that a subset keeps many), labels written as words (``card_arrival`` ->
-    "card arrival")."""
-    frame = _read_csv("banking77_test.csv")
+    """Banking77 test texts, a seeded ``per_intent`` of each of the 77 intents,
+    grouped by intent (``mixed``: shuffled together), labels as words."""
+    frame = csv("banking77_test.csv")
     labels = {c: c.replace("_", " ") for c in sorted(set(frame["label"]))}
     picked = frame.sample(frac=1.0, random_state=0).groupby("label").head(per_intent)
     if mixed:
@@ -167,16 +138,14 @@ def skorch_sst2(size: Sizes) -> Task:
 
 
 def warmup_texts(size: Sizes) -> list[str]:
-    """AG News texts from the held-back end of the file (never evaluated): they
-    run each code path once before timing."""
-    return agnews_frame()["text"].iloc[-size.warmup:].tolist()
+    """AG News texts from the held-back end of the file (never evaluated), to warm up on."""
+    return csv("agnews_test.csv")["text"].iloc[-size.warmup:].tolist()
 
 
 def length_texts(tokenizer: Any, target: int, n: int) -> list[str]:
-    """``n`` texts of ``target`` tokens each, made by concatenating distinct AG
-    News articles and cutting the result at ``target`` tokens. No article is
-    used twice, so no two prompts share a prefix-cache block."""
-    articles = iter(agnews_frame()["text"].iloc[:-HELD_BACK].tolist()[::-1])
+    """``n`` texts of ``target`` tokens, cut from concatenated AG News articles
+    (none used twice, so no two prompts share a prefix-cache block)."""
+    articles = iter(csv("agnews_test.csv")["text"].iloc[:-HELD_BACK].tolist()[::-1])
     texts = []
     for _ in range(n):
         ids: list[int] = []
@@ -200,25 +169,10 @@ def family(root: Any) -> list[Any]:
         return []
 
 
-def tree_rss(root: Any = None) -> int:
-    """Resident bytes of ``root`` (default this process) and its descendants, now."""
-    import psutil
-
-    total = 0
-    for process in family(root or psutil.Process()):
-        try:
-            total += process.memory_info().rss
-        except psutil.Error:  # a child exiting between listing and reading
-            continue
-    return total
-
-
 class PeakRSS:
-    """Samples, every ``every_s`` seconds on a thread, the resident memory of
-    ``root`` (a ``psutil.Process``, default this process) and its descendants,
-    or of what ``processes(root)`` lists (vLLM's engine core runs in a child);
-    keeps the peak (``peak``; ``root_peak``: ``root`` alone) and every
-    ``(time.time(), bytes)`` sample."""
+    """Samples on a thread, every ``every_s`` seconds, the resident memory of
+    ``processes(root)`` (default: this process and its descendants); keeps
+    ``peak``, ``root_peak`` (``root`` alone) and every ``(time, bytes)``."""
 
     def __init__(self, root: Any = None, every_s: float = 0.2,
                  processes: Callable[[Any], list[Any]] = family) -> None:
@@ -276,8 +230,7 @@ def emit(message: dict[str, Any], out: IO[str] | None = None) -> None:
 
 @dataclass(frozen=True)
 class Ran:
-    """A child process run to its end: its last tagged message (None if it
-    sent none), its wall seconds, and the sampler of its memory."""
+    """A child process run to its end: its last tagged message, seconds and memory sampler."""
 
     message: dict[str, Any] | None
     seconds: float
@@ -287,10 +240,9 @@ class Ran:
 def run_child(command: list[str], *, env: dict[str, str] | None = None, timeout: float = 3600,
               every_s: float = 0.25, processes: Callable[[Any], list[Any]] = family,
               message: bool = True) -> Ran:
-    """Runs a bench child process (``command``, from the repository root) to
-    its end, sampling its process tree's memory (``PeakRSS``). Raises
-    RuntimeError with the end of its stderr when it fails, or when ``message``
-    is asked for and it sent none."""
+    """Runs ``command`` from the repository root to its end, sampling its
+    memory; raises RuntimeError with its stderr's end when it fails (or sent no
+    message and ``message`` is asked for)."""
     import psutil
 
     began = time.perf_counter()
@@ -307,8 +259,7 @@ def run_child(command: list[str], *, env: dict[str, str] | None = None, timeout:
 def timed_passes(
     run: Callable[[], Any], passes: int, before: Callable[[], Any] | None = None
 ) -> tuple[Any, list[float]]:
-    """Calls ``run`` ``passes`` times (``before`` first each time, untimed, e.g.
-    to empty the prefix cache) and returns the last result and each duration."""
+    """Calls ``run`` ``passes`` times (``before`` first, untimed); the last result and each duration."""
     durations, result = [], None
     for _ in range(passes):
         if before is not None:
@@ -321,9 +272,8 @@ def timed_passes(
 
 def scores(task: Task, *, durations: Sequence[float], proba: np.ndarray | None = None,
            pred: Sequence[Any] | None = None, **extra: Any) -> dict[str, Any]:
-    """The figures of one contender on one task: texts/s (median over passes),
-    accuracy, and log-loss where there are probabilities (columns in
-    ``task.classes`` order). ``pred`` (None for unmatched) overrides the argmax."""
+    """One contender's figures on a task: texts/s (median over passes),
+    accuracy, log-loss from ``proba``; ``pred`` (None: unmatched) overrides the argmax."""
     from sklearn.metrics import accuracy_score, log_loss
 
     classes = task.classes
@@ -343,11 +293,8 @@ def scores(task: Task, *, durations: Sequence[float], proba: np.ndarray | None =
 
 
 def label_paths(tokenizer: Any, task: Task) -> list[list[int]]:
-    """Per class (``task.classes`` order), the token ids its label adds after a
-    rendered prompt, leading space included: found in context, as the
-    estimator does, never by tokenizing the label alone. (The baselines' own
-    code, independent of ``llm_label_clf.reading.label_tokens``; see the module
-    docstring.)"""
+    """Per class, the token ids its label (after a space) adds to a rendered
+    prompt: found in context, never by tokenizing the label alone."""
     prompt = render(task, task.texts[0])
     base = tokenizer.encode(prompt)
     paths = []
@@ -360,10 +307,7 @@ def label_paths(tokenizer: Any, task: Task) -> list[list[int]]:
 
 
 def label_trie(paths: Sequence[Sequence[int]]) -> dict[tuple[int, ...], list[int]]:
-    """Each distinct label prefix (the empty one first) -> the label tokens that
-    can follow it: one next-token read per entry scores every label exactly.
-    (The baselines' own trie, independent of ``llm_label_clf.reading.label_trie``;
-    see the module docstring.)"""
+    """Each distinct label prefix (the empty one first) -> the label tokens that can follow it."""
     nodes: dict[tuple[int, ...], list[int]] = {}
     for path in paths:
         for j, token in enumerate(path):
@@ -374,8 +318,7 @@ def label_trie(paths: Sequence[Sequence[int]]) -> dict[tuple[int, ...], list[int
 
 
 def path_logprobs(reads: dict[tuple[int, ...], dict[int, float]], paths: Sequence[Sequence[int]]) -> list[float]:
-    """Each label's logprob: the sum of its tokens' reads along the trie (a
-    prefix not read, where a constrained read has one way on, counts as sure)."""
+    """Each label's logprob along the trie (a prefix not read counts as sure)."""
     return [sum(reads[tuple(path[:j])][token] for j, token in enumerate(path) if tuple(path[:j]) in reads)
             for path in paths]
 

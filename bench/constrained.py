@@ -1,24 +1,25 @@
-"""The constrained reading against the exact read, side by side in one run on
-one engine: Banking77 (77 intents as words, ``--banking-per-intent`` test texts
-each), TREC fine (the fine labels of TREC's train and test files, as words)
-and AG News (4 topics), each read by
+"""Many labels, read exactly and cheaply, side by side in one run on one engine.
 
-- ``label_mode="full_sequence"`` (the exact read: one read per label prefix),
-- ``label_mode="constrained"`` (reads only the prompt and the prefixes where
-  the labels branch, renormalised there, as vLLM's guided choice decodes),
-- both with ``prune_margin`` (``--margin``, default 2 nats),
-- raw ``vllm.LLM.generate`` reading the constrained reading's prefixes (the
-  baselines' own trie, ``bench.common``), in its own process: the speed anchor,
+``python bench/constrained.py [--texts N] [--banking-per-intent 3] [--dtype float32] [--no-raw]``:
+Banking77 (77 intents as words), TREC fine (its labels as words) and AG News,
+each read by ``label_mode="full_sequence"`` (the exact read: one read per
+label prefix) and ``"constrained"`` (only where the labels branch,
+renormalised there, as vLLM's guided choice decodes), both also with
+``prune_margin`` (``--margin``), and by raw ``vllm.LLM.generate`` reading the
+constrained prefixes (the speed anchor, in a process of its own); ``--texts``
+caps every set; the engine runs the package's dtype unless ``--dtype`` says
+otherwise. Writes ``bench/results/constrained[-DTYPE].json`` and ``.md``.
 
-with reads per text, seconds per text, cost against one read of an SST-2 text
-(the demo's prompt, as ``bench/many_classes.py``), accuracy, macro-F1,
-log-loss and how often the argmax agrees with the exact read's. Prefix caches
-are emptied before each timed pass. The engine runs the package's default
-dtype on this CPU unless ``--dtype`` says otherwise (it is recorded).
+``python bench/constrained.py --many-classes [--texts 24] [--skorch-texts 3]
+[--baselines-only]``: Banking77, one text per intent, read by the estimator
+exact and pruned (``prune_margin`` 0, 2, 8 nats; their error against the exact
+read), by raw vLLM reading the same trie and by skorch's
+``ZeroShotClassifier`` (each in a process of its own). Writes
+``bench/results/many_classes.json`` and ``.md``.
 
-Run: ``python bench/constrained.py [--texts N] [--banking-per-intent 3]
-[--dtype float32] [--no-raw]``; ``--texts`` caps every set (a quick run);
-writes ``bench/results/constrained[-DTYPE].json`` and ``.md`` (``bench/results.py``).
+Both report reads and seconds per text, the cost against one read of an
+SST-2 text with the demo's prompt (``--sst2`` texts timed) and accuracy;
+prefix caches are emptied before each timed pass.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import Task, banking77, emit, run_child, timed_passes  # noqa: E402
+from bench.common import BANKING_PROMPT, Task, banking77, csv, emit, run_child, timed_passes  # noqa: E402
+
+MARGINS = (0.0, 2.0, 8.0)  # --many-classes
+
 
 #: TREC's fine labels as words (no label the start of another: the constrained read needs that).
 TREC_WORDS = {
@@ -56,14 +60,9 @@ TREC_WORDS = {
 
 def tasks(banking_per_intent: int, n_trec: int, n_agnews: int, cap: int | None) -> list[Task]:
     """The three sets as bench Tasks (seeded samples; ``cap`` cuts each)."""
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
-    folder = datasets_dir()
-    trec = pd.read_csv(folder / "trec_test.csv").sample(frac=1.0, random_state=0).head(n_trec)
-    trec_classes = sorted(set(pd.read_csv(folder / "trec_train.csv")["fine_label"]) | set(trec["fine_label"]))
-    agnews = pd.read_csv(folder / "agnews_test.csv").sample(n=n_agnews, random_state=0)
+    trec = csv("trec_test.csv").sample(frac=1.0, random_state=0).head(n_trec)
+    trec_classes = sorted(set(csv("trec_train.csv")["fine_label"]) | set(trec["fine_label"]))
+    agnews = csv("agnews_test.csv").sample(n=n_agnews, random_state=0)
     out = [
         banking77(banking_per_intent, mixed=True),
         Task("trec_fine", trec["text"].tolist(), trec["fine_label"].to_numpy(), "Question: {text}\nAnswer type:",
@@ -99,13 +98,29 @@ def metrics(task: Any, proba: np.ndarray, classes: np.ndarray) -> dict[str, Any]
     }
 
 
+def timed(task: Task, one_read: float, fit_texts: int | None, engine_options: dict | None = None,
+          **params: Any) -> tuple[Any, Any, dict]:
+    """The estimator fitted on ``fit_texts`` texts (None: all), warmed up and timed on ``task`` from an
+    empty prefix cache: it, its probabilities, and the row's texts, seconds and cost per text."""
+    from bench.contenders import empty_prefix_cache
+
+    from llm_label_clf import LLMLabelClassifier
+
+    clf = LLMLabelClassifier(prompt=task.prompt, labels=task.labels, progress=False, low_mass="ignore",
+                             engine_options=engine_options, **params).fit(task.texts[:fit_texts])
+    clf.predict_proba(task.texts[:2])  # warm-up of this reading
+    proba, (seconds,) = timed_passes(lambda: clf.predict_proba(task.texts), 1,
+                                     lambda: empty_prefix_cache(engine_options))
+    per_text = seconds / len(task.texts)
+    return clf, proba, {"texts": len(task.texts), "seconds_per_text": per_text, "cost_vs_one_read": per_text / one_read}
+
+
 def ours(sets: list[Task], n_sst2: int, margin: float, engine_options: dict | None) -> dict[str, Any]:
     """The yardstick and the estimator's readings, in this process."""
-    from bench.contenders import empty_prefix_cache, one_read_s
+    from bench.contenders import one_read_s
 
-    from llm_label_clf import LLMLabelClassifier, engine_info
+    from llm_label_clf import engine_info
 
-    empty = lambda: empty_prefix_cache(engine_options)  # noqa: E731
     one_read = one_read_s(n_sst2, engine_options)
     rows: list[dict[str, Any]] = []
     for task in sets:
@@ -113,21 +128,15 @@ def ours(sets: list[Task], n_sst2: int, margin: float, engine_options: dict | No
         for mode in ("full_sequence", "constrained"):
             for prune in (None, margin):
                 reader = f"{mode}" + ("" if prune is None else f", prune_margin={prune:g}")
-                clf = LLMLabelClassifier(prompt=task.prompt, labels=task.labels, label_mode=mode, prune_margin=prune,
-                                         progress=False, low_mass="ignore", engine_options=engine_options)
                 try:
-                    clf.fit(task.texts[:4])
+                    clf, proba, timing = timed(task, one_read, 4, engine_options, label_mode=mode, prune_margin=prune)
                 except ValueError as exc:
                     rows.append({"task": task.name, "reader": reader, "error": str(exc)})
                     continue
-                clf.predict_proba(task.texts[:2])  # warm-up of this reading
-                proba, (seconds,) = timed_passes(lambda c=clf, t=task: c.predict_proba(t.texts), 1, empty)
-                classes = clf.classes_
-                per_text = seconds / len(task.texts)
                 reads = len(clf.plans_[0].trie.reads) if prune is None else _pruned_reads(clf, task.texts[:40])
-                row = {"task": task.name, "reader": reader, "texts": len(task.texts), "classes": len(classes),
-                       "reads_per_text": reads, "seconds_per_text": per_text, "cost_vs_one_read": per_text / one_read,
-                       **metrics(task, proba, classes)}
+                row = {"task": task.name, "reader": reader, "texts": timing["texts"], "classes": len(clf.classes_),
+                       "reads_per_text": reads, "seconds_per_text": timing["seconds_per_text"],
+                       "cost_vs_one_read": timing["cost_vs_one_read"], **metrics(task, proba, clf.classes_)}
                 probas[reader] = proba
                 exact = probas.get("full_sequence")
                 if exact is not None:
@@ -142,33 +151,60 @@ def ours(sets: list[Task], n_sst2: int, margin: float, engine_options: dict | No
     return {"one_read_s": one_read, "sst2_texts": n_sst2, "rows": rows, "engine_settings": settings}
 
 
-def raw_constrained(task: Task) -> dict[str, Any]:
-    """Raw ``vllm.LLM.generate`` reading the prompt and the branching prefixes
-    of the baselines' own trie, renormalised there, one call per depth (as the
-    estimator orders its reads). In this (child) process."""
+def many_classes(n_texts: int, n_sst2: int) -> dict[str, Any]:
+    """``--many-classes``: the yardstick and the estimator's exact and pruned reads, in this process."""
+    from bench.contenders import one_read_s
+
+    from llm_label_clf import engine_info
+
+    one_read = one_read_s(n_sst2)
+    task = banking77(1).subset(n_texts)
+    rows: list[dict[str, Any]] = []
+    exact_proba = None
+    for margin in (None, *MARGINS):
+        clf, proba, timing = timed(task, one_read, None, prune_margin=margin)
+        name = "exact" if margin is None else f"prune_margin={margin:g}"
+        row = {"reader": f"LLMLabelClassifier, {name}", **timing,
+               "accuracy": float((clf.classes_[proba.argmax(axis=1)] == task.y).mean()),
+               "reads_per_text": len(clf.plans_[0].trie.reads) if margin is None else None}
+        if margin is None:
+            exact_proba = proba
+        else:
+            row["max_abs_dp_vs_exact"] = float(np.abs(proba - exact_proba).max())
+            row["argmax_agrees_with_exact"] = float((proba.argmax(1) == exact_proba.argmax(1)).mean())
+        rows.append(row)
+        print(row, flush=True)
+    info = engine_info()
+    return {"one_read_s": one_read, "sst2_texts": n_sst2, "rows": rows,
+            "engine_settings": info["engines"][0]["settings"] if info["engines"] else None}
+
+
+def baseline(kind: str, task: Task) -> dict[str, Any]:
+    """A baseline (``raw``, ``constrained`` or ``skorch``) in this (child) process: warmed up, one timed pass."""
     from bench.common import sizes
-    from bench.contenders import RawConstrained
+    from bench.contenders import RawConstrained, RawVllm, Skorch
 
-    runner = RawConstrained(sizes(quick=True))
+    runner = {"raw": RawVllm, "constrained": RawConstrained, "skorch": Skorch}[kind](sizes(quick=True))
     runner.start()
-    runner.predict(task, task.texts[:2])  # warm-up
+    if kind == "skorch":  # skorch learns its classes from y: fit it on every intent, not just these texts'
+        runner._fit(Task(task.name, list(task.classes), task.classes, task.prompt, task.labels))
+    runner.predict(task, task.texts[: 2 if kind == "constrained" else 1])  # warm-up
     out, (seconds,) = timed_passes(lambda: runner.predict(task, task.texts), 1, lambda: runner.reset(task))
-    return {"task": task.name, "reader": runner.name, "texts": len(task.texts),
-            "reads_per_text": out["reads_per_text"], "seconds_per_text": seconds / len(task.texts),
-            **metrics(task, out["proba"], task.classes)}
+    texts, per_text = len(task.texts), seconds / len(task.texts)
+    if kind == "constrained":
+        return {"task": task.name, "reader": runner.name, "texts": texts, "reads_per_text": out["reads_per_text"],
+                "seconds_per_text": per_text, **metrics(task, out["proba"], task.classes)}
+    pred = task.classes[np.asarray(out["proba"]).argmax(axis=1)]
+    return {"reader": runner.name, "texts": texts, "seconds_per_text": per_text,
+            "accuracy": float((pred == task.y).mean()), "reads_per_text": out.get("reads_per_text")}
 
 
-def anchor(task: Task, args: Any) -> dict[str, Any]:
-    """``raw_constrained`` in a child process of its own; its error as a row where it fails."""
-    from llm_label_clf.engines.hardware import DTYPE_ENV
-
-    argv = [f"--banking-per-intent={args.banking_per_intent}", f"--trec={args.trec}", f"--agnews={args.agnews}"]
-    argv += [f"--texts={args.texts}"] if args.texts else []
-    env = {**os.environ, DTYPE_ENV: args.dtype} if args.dtype else None
+def in_child(argv: list[str], failed: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``baseline`` in a child process (this script with ``argv``); ``failed`` with the error where it fails."""
     try:
-        return run_child([sys.executable, __file__, "--raw", task.name, *argv], env=env).message
+        return run_child([sys.executable, __file__, *argv], env=env).message
     except RuntimeError as exc:
-        return {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes", "error": str(exc)[-2000:]}
+        return {**failed, "error": str(exc)[-2000:]}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -203,32 +239,83 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def many_markdown(doc: dict[str, Any]) -> str:
+    m = doc["machine"]
+    lines = [
+        f"Banking77, {doc['texts']} test texts (one per intent), prompt `{BANKING_PROMPT!r}`, 77 intents as words; "
+        f"yardstick: one read of an SST-2 text with the demo prompt = {doc['one_read_s'] * 1000:.1f} ms. "
+        f"CPU {m['cpu_model']} ({m['cpu_capability']}, {m['cores']} cores), engine dtype "
+        f"{(doc.get('engine_settings') or {}).get('dtype', '?')}.",
+        "",
+        "| reader | texts | reads/text | s/text | cost vs one SST-2 read | accuracy | max abs dp vs exact "
+        "| argmax = exact |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in doc["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['reader']} | failed: {r['error'].splitlines()[-1] if r['error'] else '?'} |||||||")
+            continue
+        cost = r["seconds_per_text"] / doc["one_read_s"]
+        dp = r.get("max_abs_dp_vs_exact")
+        agree = r.get("argmax_agrees_with_exact")
+        lines.append(
+            f"| {r['reader']} | {r['texts']} | {r.get('reads_per_text') or '-'} | {r['seconds_per_text']:.2f} | "
+            f"{cost:.0f}x | {r['accuracy']:.3f} | {'-' if dp is None else f'{dp:.3f}'} | "
+            f"{'-' if agree is None else f'{agree:.2f}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--banking-per-intent", type=int, default=3)
-    parser.add_argument("--trec", type=int, default=500, help="TREC test texts (500: all)")
-    parser.add_argument("--agnews", type=int, default=400)
-    parser.add_argument("--texts", type=int, default=None, help="cap every set at N texts (a quick run)")
-    parser.add_argument("--sst2", type=int, default=96, help="SST-2 texts timed for the yardstick")
-    parser.add_argument("--margin", type=float, default=2.0)
+    parser.add_argument("--texts", type=int, default=None, help="cap every set at N texts (--many-classes: 24)")
     parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice on this CPU)")
-    parser.add_argument("--no-raw", action="store_true", help="skip the raw vLLM anchor")
     parser.add_argument("--raw", help=argparse.SUPPRESS)
-    args = results.arguments(parser, markdown, lambda a: "constrained" + (f"-{a.dtype}" if a.dtype else ""))
+    parser.add_argument("--contender", choices=["raw", "skorch"], help=argparse.SUPPRESS)
+    args = results.arguments(parser, lambda doc: (many_markdown if "texts" in doc else markdown)(doc), lambda a: (
+        "many_classes" if a.many_classes else "constrained" + (f"-{a.dtype}" if a.dtype else "")),
+        many_classes=False, banking_per_intent=3, trec=500, agnews=400, sst2=96, margin=2.0, no_raw=False,
+        skorch_texts=3, baselines_only=False)
+    if args.many_classes:
+        return main_many_classes(args)
     sets = tasks(args.banking_per_intent, args.trec, args.agnews, args.texts)
     if args.raw:
-        emit(raw_constrained(next(t for t in sets if t.name == args.raw)))
+        emit(baseline("constrained", next(t for t in sets if t.name == args.raw)))
         return
     from llm_label_clf import shutdown_engines
+    from llm_label_clf.engines.hardware import DTYPE_ENV
 
     doc = results.record(dtype=args.dtype)
     doc.update(ours(sets, args.sst2, args.margin, {"dtype": args.dtype} if args.dtype else None))
     doc["dtype"] = args.dtype or (doc.get("engine_settings") or [{}])[0].get("dtype", doc["dtype"])
     shutdown_engines()  # the raw anchor gets the cores to itself
+    argv = [f"--banking-per-intent={args.banking_per_intent}", f"--trec={args.trec}", f"--agnews={args.agnews}"]
+    argv += [f"--texts={args.texts}"] if args.texts else []
+    env = {**os.environ, DTYPE_ENV: args.dtype} if args.dtype else None
     for task in [] if args.no_raw else sets:
-        doc["rows"].append(anchor(task, args))
+        failed = {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes"}
+        doc["rows"].append(in_child(["--raw", task.name, *argv], failed, env))
         print(doc["rows"][-1], flush=True)
     print(results.write(args.name, doc, markdown))
+
+
+def main_many_classes(args: argparse.Namespace) -> None:
+    n_texts = args.texts or 24
+    if args.contender:
+        emit(baseline(args.contender, banking77(1).subset(n_texts)))
+        return
+    if args.baselines_only:
+        doc = results.load(args.name)
+        doc["rows"] = [r for r in doc["rows"] if r["reader"].startswith("LLMLabelClassifier")]
+    else:
+        from llm_label_clf import shutdown_engines
+
+        doc = results.record(texts=n_texts)
+        doc.update(many_classes(n_texts, args.sst2))
+        shutdown_engines()  # the baselines get the cores to themselves
+    for name, n in (("raw", doc["texts"]), ("skorch", args.skorch_texts)):
+        doc["rows"].append(in_child(["--many-classes", "--contender", name, "--texts", str(n)], {"reader": name}))
+    print(results.write(args.name, doc, many_markdown))
 
 
 if __name__ == "__main__":

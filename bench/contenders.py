@@ -1,13 +1,8 @@
-"""The contenders, one class each: raw ``vllm.LLM.generate`` label reads (the
-floor), ``LLMLabelClassifier.predict_proba``, skorch's ``ZeroShotClassifier``,
-a hand-written transformers batched forward, and generate-and-parse as
-scikit-llm does it.
-
-Each lives in its own process (``run.py --serve NAME``) for the whole run, so
-its peak memory is its own, and times one pass over a task when asked: the
-orchestrator interleaves the contenders' passes so that all of them see the
-same load on a shared machine. Tasks: ``sst2``, ``agnews`` and ``length:N``
-(texts of N tokens, throughput only)."""
+"""The contenders of ``bench/run.py``, one class each: raw ``vllm.LLM.generate``
+label reads (the floor), ``LLMLabelClassifier.predict_proba``, skorch's
+``ZeroShotClassifier``, a hand-written transformers batched forward, and
+generate-and-parse as scikit-llm does it. Tasks: ``sst2``, ``agnews`` and
+``length:N`` (texts of N tokens, throughput only)."""
 
 from __future__ import annotations
 
@@ -57,9 +52,8 @@ def _model_path() -> str:
 
 
 class Contender:
-    """One contender: ``start`` loads the model (timed as start-up);
-    ``run_pass`` warms a task up once on other texts, empties any cache, then
-    times one pass over the task's texts."""
+    """``start`` loads the model (timed); ``run_pass`` warms a task up once on
+    other texts, empties any cache, then times one pass over its texts."""
 
     name = ""
 
@@ -68,7 +62,6 @@ class Contender:
         self._tasks: dict[str, Task] = {}
         self._warm: set[str] = set()
 
-    # what subclasses provide
     def _start(self) -> None:
         raise NotImplementedError
 
@@ -85,7 +78,6 @@ class Contender:
     def dataset(self, name: str) -> Task:
         return {"sst2": sst2, "agnews": agnews}[name](self.size)
 
-    # the protocol
     def start(self) -> dict[str, Any]:
         began = time.perf_counter()
         self._start()
@@ -121,12 +113,8 @@ class Contender:
         return {**meta, **scores(task, durations=[seconds], **out)}
 
 
-# ------------------------------------------------------------- raw vLLM
-
-
 def start_llm() -> Any:
-    """``vllm.LLM`` on the built-in model with the estimator's engine options
-    and environment (threads bound to every core, quiet logs)."""
+    """``vllm.LLM`` on the built-in model with the estimator's engine options and environment."""
     from vllm import LLM
 
     from llm_label_clf.engines.local import cpu_defaults, prepare_environment
@@ -136,9 +124,7 @@ def start_llm() -> Any:
 
 
 def label_reads(tok: Any, task: Task, constrained: bool = False) -> tuple[list[list[int]], dict[Any, list[int]]]:
-    """Each class's label tokens after the prompt and the trie of prefixes to
-    read (``bench.common``'s own, not the package's); ``constrained``: only the
-    prompt and the prefixes where the labels branch."""
+    """Each class's label tokens and the trie of prefixes to read (``constrained``: where labels branch)."""
     paths = label_paths(tok, task)
     trie = label_trie(paths)
     if constrained:
@@ -147,12 +133,9 @@ def label_reads(tok: Any, task: Task, constrained: bool = False) -> tuple[list[l
 
 
 def raw_reads(llm: Any, task: Task, texts: Sequence[str], constrained: bool = False) -> np.ndarray:
-    """Per text, one next-token read with ``logprob_token_ids`` per trie node
-    (one read for one-token labels), as the estimator scores: one
-    ``LLM.generate`` call per trie level, shallow first, so deeper reads can
-    find the prompt in the prefix cache. Returns each class's full-vocabulary
-    logprob; ``constrained``: read only where the labels branch, renormalised
-    there (as vLLM's guided choice decodes)."""
+    """Each class's logprob per text: one ``logprob_token_ids`` read per trie
+    node, one ``LLM.generate`` call per trie level, shallow first (deeper reads
+    find the prompt cached); ``constrained``: renormalised where labels branch."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -196,14 +179,10 @@ class RawVllm(Contender):
 
 
 class RawConstrained(RawVllm):
-    """Raw ``vllm.LLM.generate`` reading only where the labels branch,
-    renormalised there: the speed anchor of the constrained reading."""
+    """Raw reads only where the labels branch: the constrained reading's speed anchor."""
 
     name = "raw vllm.LLM.generate, constrained prefixes"
     constrained = True
-
-
-# ----------------------------------------------------------- the estimator
 
 
 def make_estimator(task: Task, **params: Any) -> Any:
@@ -214,8 +193,7 @@ def make_estimator(task: Task, **params: Any) -> Any:
 
 
 def empty_prefix_cache(engine_options: dict[str, Any] | None = None) -> None:
-    """Empties the prefix cache of the estimator's shared engine, so each timed
-    pass starts cold (a benchmark-only reach into the engine)."""
+    """Empties the prefix cache of the estimator's shared engine (a bench-only reach inside)."""
     from llm_label_clf.engines.local import get_engine
     from llm_label_clf.engines.loop import run_sync
 
@@ -223,9 +201,8 @@ def empty_prefix_cache(engine_options: dict[str, Any] | None = None) -> None:
 
 
 def one_read_s(n_sst2: int, engine_options: dict[str, Any] | None = None) -> float:
-    """The yardstick of the many-label benches: seconds per SST-2 dev text (a
-    seeded sample of ``n_sst2``, after a warm-up on 16 others) read once by the
-    estimator with the demo's prompt, from an empty prefix cache."""
+    """The many-label benches' yardstick: seconds per SST-2 dev text (``n_sst2``
+    of them) read once with the demo's prompt, from an empty prefix cache."""
     from llm_label_clf import LLMLabelClassifier
 
     sst = sst2(replace(FULL, sst2=n_sst2 + 16))
@@ -239,9 +216,8 @@ def one_read_s(n_sst2: int, engine_options: dict[str, Any] | None = None) -> flo
 
 
 def tagged_pass(clf: Any, texts: Sequence[str], y: Any, tag: Any, cold: bool = False) -> tuple[float, float]:
-    """One timed ``predict_proba`` of the fitted estimator ``clf`` over
-    ``texts``, each prefixed by ``(tag)`` so that no other pass's prompts are in
-    the prefix cache (``cold``: the cache emptied first too): texts/s and accuracy."""
+    """Texts/s and accuracy of one ``predict_proba`` over ``texts`` prefixed by
+    ``(tag)`` (no other pass's prompts cached; ``cold``: the cache emptied too)."""
     if cold:
         empty_prefix_cache(clf.engine_options)
     began = time.perf_counter()
@@ -251,9 +227,7 @@ def tagged_pass(clf: Any, texts: Sequence[str], y: Any, tag: Any, cold: bool = F
 
 
 class Estimator(Contender):
-    """``LLMLabelClassifier.predict_proba``; start-up is the first ``fit``
-    (engine start plus the label-token check). A task whose ``fit`` fails (say,
-    labels it does not support) reports the error on each pass."""
+    """``LLMLabelClassifier.predict_proba``; start-up is the first ``fit``."""
 
     name = "LLMLabelClassifier.predict_proba"
 
@@ -281,9 +255,6 @@ class Estimator(Contender):
         empty_prefix_cache()
 
 
-# ------------------------------------------------------------- transformers
-
-
 class _Transformers(Contender):
     """The model loaded with transformers in ``HF_DTYPE``."""
 
@@ -304,10 +275,9 @@ class _Transformers(Contender):
 
 
 class Skorch(_Transformers):
-    """skorch's ``ZeroShotClassifier`` on the same model, on a subset. ``y`` is
-    given as the labels with their leading space (" positive"), so that skorch,
-    which tokenizes each label alone, reads the same tokens as the others; its
-    own cache is cleared before each pass."""
+    """skorch's ``ZeroShotClassifier`` on a subset; ``y`` holds the labels with
+    their leading space, so that skorch (which tokenizes each label alone) reads
+    the same tokens as the others."""
 
     name = f"skorch ZeroShotClassifier (transformers {HF_DTYPE})"
 
@@ -342,10 +312,9 @@ class Skorch(_Transformers):
 
 
 def hf_reads(model: Any, tok: Any, task: Task, texts: Sequence[str]) -> np.ndarray:
-    """Batched forward passes (left padding, ``HF_BATCH`` sequences a batch,
-    sorted by length) reading each class's logprob at the prompt's end. A
-    multi-token label adds one sequence per text: the prompt plus the label but
-    its last token, which reads all of that label's tokens in one pass."""
+    """Each class's logprob from batched forward passes (left padding, sorted by
+    length); a multi-token label adds a sequence per text (the prompt and the
+    label but its last token), reading all its tokens in one pass."""
     import torch
 
     paths = label_paths(tok, task)
@@ -392,12 +361,8 @@ class HfForward(_Transformers):
         return {"proba": softmax_rows(hf_reads(self.model, self.tok, task, texts))}
 
 
-# --------------------------------------------------------- generate + parse
-
-
 def parse_label(completion: str, task: Task) -> str | None:
-    """scikit-llm's way: the class whose label the completion names (as a word,
-    any case; the earliest if several), or None when it names none."""
+    """The class whose label the completion names first (a word, any case), else None."""
     found = []
     for cls in task.classes:
         match = re.search(r"(?<![A-Za-z])" + re.escape(task.labels[cls].lower()) + r"(?![A-Za-z])",
@@ -408,9 +373,7 @@ def parse_label(completion: str, task: Task) -> str | None:
 
 
 class GenerateParse(Contender):
-    """Greedy generation of a few tokens with ``vllm.LLM.generate`` (as
-    scikit-llm would call an OpenAI-compatible endpoint), then string matching
-    to a label; an unmatched answer counts as wrong. No probabilities."""
+    """A few greedy tokens from ``vllm.LLM.generate``, matched to a label (unmatched: wrong)."""
 
     name = f"generate {GENERATE_MAX_TOKENS} tokens + parse (scikit-llm style, vLLM)"
 

@@ -1,38 +1,16 @@
 """What Ray Data and Dask cost on one worker: the same SST-2 texts scored by
-``predict_proba`` in-process, by one Ray Data actor (``score_ray_dataset``,
-a local ``ray.init(num_cpus=2)``, the actor taking both cores), by Ray's own
-vLLM stage with one engine (``ray_llm_processor``, the same ``ray.init``: the
-engine on a one-CPU bundle, its preprocess and postprocess tasks at 0.25 CPU
-each) and by one Dask worker process (``score_dask_dataframe``, a
-``LocalCluster`` with one non-daemonic worker), each in a fresh Python process.
+``predict_proba`` in-process, by one Ray Data actor (``score_ray_dataset``),
+by Ray's own vLLM stage with one engine (``ray_llm_processor``) and by one
+Dask worker (``score_dask_dataframe``), each in a fresh Python process: a
+warm-up (the engine start, reported as the time to the first result), then
+``--passes`` timed passes over ``--texts`` texts in batches of ``--batch``,
+peak RSS of the contender's whole process tree, and probabilities checked
+equal across contenders (float32 engines). The Markdown says how each pass
+is timed and ends with a projection to N workers from the one-actor figures
+(an estimate: ``projection``).
 
-Each contender reads ``--warmup`` texts first (engine start-up, reported
-separately as the time to that first result), then ``--passes`` passes over
-the same ``--texts`` texts, in batches of ``--batch`` (Ray batches, the
-``ray.data.llm`` processor's ``batch_size``, Dask partitions, the estimator's
-``batch_size`` in-process). A pass is timed from the arrival of the previous
-result to the arrival of its last batch: Ray's results are streamed
-(``iter_batches``), so a Ray pass is the time between batches arriving,
-engine start excluded; a Dask pass is one ``compute()``. Ray Data starts a
-stage's actors when a dataset executes and releases them when it ends, so
-the ``ray.data.llm`` engine does not outlive one ``processor(dataset)``
-execution: its processor is built once and, as for the Ray actor, the
-warm-up and every pass are one streamed execution (the engine starts once,
-inside the first result). Its stage bundles rows up to its batch size, so a
-batch may straddle a pass boundary: a pass ends when every row before the
-boundary has arrived (read from the rows' ids), and the per-batch arrival
-times are kept in the ``.json``.
-Peak memory: the RSS of the contender's whole process tree (for Ray: the
-driver, raylet, GCS, the actor and its engine; for ``ray.data.llm``: also the
-pre/postprocess workers; for Dask: the client, scheduler, nanny, worker and
-its engine), sampled every 0.25 s.
-Probabilities are checked equal (float32 engines, the stage's
-``engine_kwargs`` carrying the same dtype) across contenders.
-
-Run: ``python bench/distributed.py [--texts 200]``; writes
-``bench/results/distributed.json`` and ``.md`` (``bench/results.py``). The
-``.md`` ends with a projection to N workers from the measured one-actor
-figures: an estimate, see ``projection``.
+Run: ``python bench/distributed.py [--texts 200] [--only NAME ...]``; writes
+``bench/results/distributed.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -49,22 +27,16 @@ from typing import Any
 # bench.results takes this file's folder off sys.path: this file would shadow Dask's ``distributed``
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import emit, run_child, timed_passes  # noqa: E402
+from bench.common import SST2_PROMPT, csv, emit, run_child, timed_passes  # noqa: E402
 
 #: Ray's own vLLM stage (``ray.data.llm``) through ``ray_llm_processor``, one engine.
 RAY_LLM = "ray.data.llm stage, 1 engine"
 CONTENDERS = ("in-process", "ray, 1 actor", RAY_LLM, "dask, 1 worker")
-PROMPT = "Review: {text}\nSentiment (positive or negative):"
 
 
 def _data(texts: int, warmup: int) -> tuple[Any, Any, list[str], list[str]]:
-    """The fitted estimator's training texts/labels, the warm-up texts and the
-    timed texts (disjoint slices of SST-2 dev)."""
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv")
+    """Training texts and labels, warm-up texts and timed texts: disjoint slices of SST-2 dev."""
+    frame = csv("sst2_dev.csv")
     train = frame.iloc[:32]
     rest = frame["text"].iloc[32:].tolist()
     return train["text"].tolist(), train["label"].to_numpy(), rest[:warmup], rest[warmup : warmup + texts]
@@ -85,7 +57,7 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
 
     X, y, warm, timed = _data(texts, warmup)
     began = time.perf_counter()
-    clf = LLMLabelClassifier(prompt=PROMPT, progress=False, low_mass="ignore", batch_size=batch).fit(X, y)
+    clf = LLMLabelClassifier(prompt=SST2_PROMPT, progress=False, low_mass="ignore", batch_size=batch).fit(X, y)
     fit_s = time.perf_counter() - began  # this process's engine start + fit (every contender fits here)
     extra: dict[str, Any] = {}
     if name == "in-process":
@@ -109,7 +81,7 @@ def child(name: str, texts: int, warmup: int, passes: int, batch: int) -> None:
 
 @contextmanager
 def _local_ray() -> Any:
-    """A local Ray for the block (``ray.init(num_cpus=2)``, quiet, results in order), shut down after."""
+    """A local, quiet ``ray.init(num_cpus=2)`` keeping results in order, shut down after."""
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
@@ -156,10 +128,9 @@ def _ray(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int)
 def _ray_llm(
     clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int
 ) -> tuple[float, list[float], Any, dict[str, Any]]:
-    """Ray's own vLLM stage (``ray_llm_processor``), one engine on a one-CPU
-    bundle; the processor built once, the whole frame one streamed execution
-    (the stage's engine lives as long as an execution), each batch's arrival
-    timed. Also returns the per-batch arrival times and row counts."""
+    """Ray's own vLLM stage, one engine on a one-CPU bundle; the whole frame one
+    streamed execution (the stage's engine lives as long as one), each batch's
+    arrival timed (also returned, with each batch's rows)."""
     import numpy as np
     import pandas as pd
 
@@ -220,7 +191,7 @@ def _dask(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int
 
 
 def run_contender(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Runs one contender in a fresh process, sampling its process tree's RSS."""
+    """One contender in a fresh process, its process tree's RSS sampled."""
     load_start = os.getloadavg()[0]
     ran = run_child([sys.executable, __file__, "--child", name, "--texts", str(args.texts), "--warmup",
                      str(args.warmup), "--passes", str(args.passes), "--batch", str(args.batch)], timeout=1800)
@@ -234,13 +205,9 @@ PROJECTED_WORKERS = (1, 8, 32, 128)
 
 
 def projection(doc: dict[str, Any]) -> dict[str, Any]:
-    """An estimate, not a measurement: the wall time of ``PROJECTED_ROWS`` rows on
-    W workers (one Ray actor each) from the measured one-actor figures, assuming
-    the actors scale linearly (Ray Data feeds each actor its own batches; nothing
-    is shared between them but the input and output storage):
-    ``start + rows / (W * texts_per_s)``. The per-worker rate is this machine's
-    CPU worker; a GPU worker's rate must be measured on that GPU and put in the
-    same formula."""
+    """An estimate, not a measurement: the wall time of ``PROJECTED_ROWS`` rows
+    on W workers (one Ray actor each), ``start + rows / (W * texts_per_s)`` from
+    the measured one-actor figures, assuming linear scaling."""
     ray = doc["results"]["ray, 1 actor"]
     rate = doc["texts"] / ray["pass_median_s"]
     start = ray["first_result_s"]
@@ -336,13 +303,9 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--texts", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=32)
-    parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", choices=CONTENDERS, help="run only these contenders")
-    args = results.arguments(parser, markdown, "distributed")
+    args = results.arguments(parser, markdown, "distributed", texts=200, warmup=32, passes=5, batch=100)
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
     if args.child:
         child(args.child, args.texts, args.warmup, args.passes, args.batch)

@@ -1,19 +1,12 @@
-"""The engine's dtype on this CPU, side by side in one run: the default choice
-(``engine_options`` without ``dtype``), float32 and bfloat16, each on a fresh
-engine: start-up plus fit, then texts/s over the same SST-2 texts (distinct
-per pass, so the prefix cache does not help) and accuracy. The engines run
-in two rounds, in order and then in reverse (A B C C B A), and each figure is
-the median over both rounds, so the first engine of the run (cold caches,
-the machine settling) is not mistaken for a slower dtype. Reports the
-default's throughput as a share of the best dtype's, with the CPU, its
-capability and the settings each engine ran with.
-
-To approximate an AVX2-only CPU on one with AVX-512, run it under
-``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` (torch's and oneDNN's
-kernels are then capped at AVX2; the default choice honours the oneDNN cap).
+"""The engine's dtype on this CPU: the default choice, float32 and bfloat16,
+each on a fresh engine (start-up plus fit, then texts/s over the same SST-2
+texts, distinct per pass, and accuracy), in two rounds (A B C C B A), each
+figure the median over both. Reports the default's share of the best dtype's
+throughput. Under ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` an
+AVX-512 CPU approximates an AVX2-only one.
 
 Run: ``python bench/dtypes.py [--texts N] [--passes P] [--tag NAME]``; writes
-``bench/results/dtypes[-NAME].json`` and ``.md`` (``bench/results.py``).
+``bench/results/dtypes[-NAME].json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT  # noqa: E402
+from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT, csv  # noqa: E402
 
 
 def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
@@ -71,17 +64,13 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--texts", type=int, default=200)
-    parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--tag", default="")
-    args = results.arguments(parser, markdown, lambda a: "dtypes" + (f"-{a.tag}" if a.tag else ""))
-    import pandas as pd
+    args = results.arguments(parser, markdown, lambda a: "dtypes" + (f"-{a.tag}" if a.tag else ""), texts=200, passes=2,
+                             tag="")
     import torch
 
     from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
-    from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").iloc[: args.texts]
+    frame = csv("sst2_dev.csv").iloc[: args.texts]
     texts, y = frame["text"].tolist(), frame["label"].to_numpy()
     cpu = cpu_info()
     chosen, why = choose_cpu_dtype(cpu)

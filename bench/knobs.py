@@ -1,15 +1,11 @@
-"""The CPU engine knobs, side by side in one run, each on a fresh engine: our
-defaults against one knob changed at a time (vLLM's own thread binding, its
-128-token KV blocks, a larger ``max_num_batched_tokens``), and the estimator's
-``batch_size`` on the default engine. Workloads: SST-2 zero-shot (one short
-read per text) and SST-2 with 4 few-shot examples per class (a long shared
-prefix that only the prefix cache makes cheap). The prefix cache is emptied
-before each timed pass; texts differ per pass.
+"""The CPU engine knobs, each on a fresh engine: our defaults against one knob
+changed at a time (vLLM's thread binding, its 128-token KV blocks, a larger
+``max_num_batched_tokens``) and the estimator's ``batch_size``, on SST-2
+zero-shot and with 4 few-shot examples per class (a long shared prefix). The
+prefix cache is emptied before each timed pass; texts differ per pass.
 
-Run under each dtype a CPU kind would get (``--dtype float32`` is what a CPU
-without native bf16 runs): ``python bench/knobs.py [--dtype D] [--texts N] [--tag T]``;
-writes ``bench/results/knobs[-T].json`` and ``.md`` (``bench/results.py``) with
-the CPU, its capability and every engine setting.
+Run under each dtype a CPU kind would get: ``python bench/knobs.py [--dtype
+float32] [--texts N] [--tag T]``; writes ``bench/results/knobs[-T].json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT  # noqa: E402
+from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT, csv  # noqa: E402
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
@@ -41,7 +37,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, Any]]] = {
 
 def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[list[str], Any],
         passes: int) -> dict[str, Any]:
-    """Variant ``name`` on a fresh engine: start-up and fit, then ``passes`` cold passes zero-shot and few-shot."""
+    """Variant ``name`` on a fresh engine: start-up and fit, then cold passes zero-shot and few-shot."""
     from bench.contenders import tagged_pass
 
     from llm_label_clf import LLMLabelClassifier, shutdown_engines
@@ -98,15 +94,9 @@ def markdown(doc: dict[str, Any]) -> str:
 def main() -> None:
     parser = results.parser(__doc__)
     parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice for this CPU)")
-    parser.add_argument("--texts", type=int, default=200)
-    parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--tag", default="")
-    args = results.arguments(parser, markdown, lambda a: "knobs" + (f"-{a.tag}" if a.tag else ""))
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").sample(frac=1.0, random_state=0)
+    args = results.arguments(parser, markdown, lambda a: "knobs" + (f"-{a.tag}" if a.tag else ""), texts=200, passes=2,
+                             tag="")
+    frame = csv("sst2_dev.csv").sample(frac=1.0, random_state=0)
     train = (frame["text"].tolist()[:64], frame["label"].to_numpy()[:64])
     test = (frame["text"].tolist()[64 : 64 + args.texts], frame["label"].to_numpy()[64 : 64 + args.texts])
     doc = results.record(dtype=args.dtype, dtype_asked=args.dtype, texts=args.texts, results={})

@@ -1,12 +1,11 @@
 """Label modes side by side: accuracy, macro-F1 and throughput of
 ``label_mode`` = first_token / full_sequence (plain and length-normalised) /
-options on AG News (4 classes, "Sci/Tech" is three tokens) and Banking77
-(77 classes, several words each), with the built-in model, in one process
-and on one engine. Reports each mode's cost per text against first_token
-(or, where first_token cannot tell the classes apart, against options).
+options on AG News (4 classes) and Banking77 (77 multi-word classes), and
+TREC's two outputs in one estimator against each read alone, in one process
+on one engine. Each mode's cost per text is against first_token (else options).
 
-Run: ``python bench/label_modes.py [--agnews 400] [--banking-per-class 2]``.
-Writes ``bench/results/label_modes.json`` and ``.md`` (``bench/results.py``).
+Run: ``python bench/label_modes.py [--agnews 400] [--banking-per-class 2] [--trec 200]``;
+writes ``bench/results/label_modes.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import banking77  # noqa: E402
+from bench.common import banking77, csv  # noqa: E402
 
 MODES = [
     ("first_token", {"label_mode": "first_token"}),
@@ -28,11 +27,7 @@ MODES = [
 
 
 def load(n_agnews: int, banking_per_class: int) -> dict:
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
-    agnews = pd.read_csv(datasets_dir() / "agnews_test.csv").sample(n=n_agnews, random_state=0)
+    agnews = csv("agnews_test.csv").sample(n=n_agnews, random_state=0)
     banking = banking77(banking_per_class)
     return {
         "agnews": {
@@ -77,15 +72,12 @@ TREC_PROMPTS = ["Question: {text}\nAnswer type:", "Question: {text}\nFine answer
 
 
 def run_outputs(n: int) -> dict:
-    """TREC's two outputs (coarse and fine type) in one estimator, against
-    each output read alone: accuracy per output and texts/s."""
+    """TREC's coarse and fine type in one estimator, against each read alone: accuracy and texts/s."""
     import numpy as np
-    import pandas as pd
 
     from llm_label_clf import LLMLabelClassifier
-    from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / "trec_test.csv").sample(n=n, random_state=0)
+    frame = csv("trec_test.csv").sample(n=n, random_state=0)
     X, Y = frame["text"].tolist(), frame[["label", "fine_label"]]
     out: dict = {"n": n}
     clf = LLMLabelClassifier(prompt=TREC_PROMPTS, progress=False, low_mass="ignore").fit(X, Y)
@@ -141,10 +133,7 @@ def markdown(doc: dict) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--agnews", type=int, default=400)
-    parser.add_argument("--banking-per-class", type=int, default=2)
-    parser.add_argument("--trec", type=int, default=200)
-    args = results.arguments(parser, markdown, "label_modes")
+    args = results.arguments(parser, markdown, "label_modes", agnews=400, banking_per_class=2, trec=200)
     data = load(args.agnews, args.banking_per_class)
     doc = results.record(datasets={})
     for dataset, d in data.items():

@@ -1,12 +1,11 @@
 """What learning from labels buys: zero-shot, each calibration, few-shot
-prompts, and a learned calibration, against TF-IDF + LogisticRegression
-trained on the same k labelled examples per class, with the built-in model.
-Reports accuracy, macro-F1, log-loss and expected calibration error (ECE,
-15 equal-width bins of the top probability) on held-out texts, and the cost
-per text of k = 4 few-shot against zero-shot (the prefix cache at work).
+prompts and a learned calibration, against TF-IDF + LogisticRegression on the
+same k labelled examples per class: accuracy, macro-F1, log-loss and ECE (15
+equal-width bins of the top probability) on held-out texts, and the cost per
+text of k = 4 few-shot against zero-shot.
 
-Run: ``python bench/learning.py [--n-test 200] [--k 0 4 16]``. Writes
-``bench/results/learning.json`` and ``.md`` (``bench/results.py``).
+Run: ``python bench/learning.py [--n-test 200] [--k 0 4 16]``; writes
+``bench/results/learning.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
+from bench.common import csv  # noqa: E402
 
 #: One prompt per dataset, as a user would write it (not tuned to the data).
 DATASETS = {
@@ -33,14 +33,10 @@ DATASETS = {
 def split(name: str, n_test: int, seed: int = 0):
     """Held-out test texts, and the pool the k examples per class come from
     (a disjoint split of the same file where there is no separate test file)."""
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
     spec = DATASETS[name]
-    frame = pd.read_csv(datasets_dir() / spec["train"]).sample(frac=1.0, random_state=seed)
+    frame = csv(spec["train"]).sample(frac=1.0, random_state=seed)
     if spec["test"]:
-        test = pd.read_csv(datasets_dir() / spec["test"]).sample(frac=1.0, random_state=seed).head(n_test)
+        test = csv(spec["test"]).sample(frac=1.0, random_state=seed).head(n_test)
         pool = frame
     else:
         test, pool = frame.head(n_test), frame.iloc[n_test:]
@@ -143,10 +139,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--n-test", type=int, default=200)
-    parser.add_argument("--k", type=int, nargs="+", default=[0, 4, 16])
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    args = results.arguments(parser, markdown, "learning")
+    args = results.arguments(parser, markdown, "learning", n_test=200, k=[0, 4, 16], datasets=list(DATASETS))
     doc = results.record(n_test=args.n_test, datasets={})
     for name in args.datasets:
         test, pool = split(name, args.n_test)

@@ -1,12 +1,10 @@
-"""Memory over long runs: ``predict_proba`` on 1k, 10k (and, with
-``--sizes 1000 10000 100000``, 100k) texts in one process, reporting the
-peak resident memory of the process tree (the engine runs in a child) after
-each size. Texts stream through the engine in ``batch_size`` chunks, so the
-peak should stay flat as the input grows. Texts are SST-2 dev sentences,
-repeated with a pass number so that every prompt is distinct.
+"""Memory over long runs: ``predict_proba`` on 1k, 10k (or ``--sizes``) SST-2
+dev texts in one process (every prompt distinct), the process tree's peak RSS
+after each size: texts stream through the engine in ``batch_size`` chunks, so
+it should stay flat as the input grows.
 
-Run: ``python bench/memory.py [--sizes 1000 10000]``. Writes
-``bench/results/memory.json`` and ``.md`` (``bench/results.py``).
+Run: ``python bench/memory.py [--sizes 1000 10000]``; writes
+``bench/results/memory.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import PeakRSS  # noqa: E402
+from bench.common import PeakRSS, csv  # noqa: E402
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -31,14 +29,10 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
-    args = results.arguments(parser, markdown, "memory")
-    import pandas as pd
-
+    args = results.arguments(parser, markdown, "memory", sizes=[1000, 10000])
     from llm_label_clf import LLMLabelClassifier
-    from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv")
+    frame = csv("sst2_dev.csv")
     texts, labels = frame["text"].tolist(), frame["label"].to_numpy()
     doc = results.record(rows=[])
     clf = LLMLabelClassifier(prompt="Review: {text}\nSentiment:", progress=False).fit(texts, labels)

@@ -1,17 +1,13 @@
-"""Several outputs per text, two ways, on TREC (coarse ``label``, 6 classes;
+"""Several outputs per text on TREC (coarse ``label``, 6 classes;
 ``fine_label``, 47): separate reads (one per output, sharing the text's cached
-prefix; the default) against one joint read per text (every output's options
-lettered in one prompt, the answer held to one letter per line by vLLM's
-structured outputs, each output read at its slot). Separate reads are run
-both in the default label mode and in options mode, so the joint read is also
-compared with the same lettered presentation read output by output.
+prefix; the default, and in options mode) against one joint read per text
+(every output's options lettered in one prompt, one letter per line held by
+vLLM's structured outputs). Accuracy, macro-F1 and log-loss per output, exact
+match, and texts/s (median over interleaved rounds on one engine, each pass
+from an empty prefix cache after a warm-up on 8 other texts).
 
-Accuracy, macro-F1 and log-loss per output, exact match, and texts/s (median
-over interleaved rounds, all on one engine in one process; each timed pass
-starts from an empty prefix cache, after a warm-up on 8 other texts).
-
-Run: ``python bench/outputs.py [--n 200] [--rounds 3]``. Writes
-``bench/results/outputs.json`` and ``.md`` (``bench/results.py``).
+Run: ``python bench/outputs.py [--n 200] [--rounds 3]``; writes
+``bench/results/outputs.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
+from bench.common import csv  # noqa: E402
 
 #: Output names as a user would write them; they are the answer cues.
 NAMES = ["answer type", "fine answer type"]
@@ -36,18 +33,14 @@ READS = {
 
 def main() -> None:
     import numpy as np
-    import pandas as pd
     from sklearn.metrics import f1_score, log_loss
 
     from llm_label_clf import LLMLabelClassifier, get_engine
     from llm_label_clf.engines.loop import run_sync
-    from llm_label_clf.testing import datasets_dir
 
     parser = results.parser(__doc__)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = results.arguments(parser, markdown, "outputs")
-    table = pd.read_csv(datasets_dir() / "trec_test.csv")
+    args = results.arguments(parser, markdown, "outputs", n=200, rounds=3)
+    table = csv("trec_test.csv")
     frame = table.sample(n=args.n, random_state=0)
     X = frame["text"].tolist()
     warm = table.drop(frame.index)["text"].head(8).tolist()

@@ -1,14 +1,13 @@
 """What the estimator costs over raw vLLM, and whether a change moved it:
-``LLMLabelClassifier.predict_proba`` and raw ``vllm.LLM.generate`` label reads
-over the same SST-2 prompts, interleaved pass by pass (order rotating, prefix
-cache emptied before each pass) in one run; with ``--baseline DIR`` (a
-checkout of an older commit, e.g. ``git worktree add /tmp/base HEAD~1``) that
-checkout's estimator joins the rotation, so before and after are measured
-under the same load. Reports each contender's texts/s and its ratio to raw
-vLLM per pass (median over passes), with the CPU, its capability and dtype.
+``predict_proba`` and raw ``vllm.LLM.generate`` label reads over the same
+SST-2 prompts, interleaved pass by pass (order rotating, prefix cache emptied
+before each pass); with ``--baseline DIR`` (a checkout of an older commit,
+``git worktree add /tmp/base HEAD~1``) its estimator joins the rotation.
+Reports texts/s, the median ratio to raw vLLM over passes and the share of
+the estimated peak (``bench/roofline.py``).
 
 Run: ``python bench/overhead.py [--baseline DIR] [--passes N] [--quick] [--tag NAME]``;
-writes ``bench/results/overhead[-NAME].json`` and ``.md`` (``bench/results.py``).
+writes ``bench/results/overhead[-NAME].json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -60,8 +59,7 @@ def roofline(quick: bool, capability: str, cores: int) -> tuple[dict[str, Any], 
 
 
 def speeds(cycles: list[dict[str, Any]], roof: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per contender the median texts/s over the passes, its median ratio to
-    raw vLLM pass by pass, and its share of the estimated peak."""
+    """Per contender the median texts/s, median ratio to raw vLLM pass by pass, and share of the peak."""
     names = [n for n in cycles[0] if n != "order"]
     medians = {n: statistics.median(c[n] for c in cycles if c.get(n)) for n in names}
     ratios = {n: statistics.median(c[n] / c[ANCHOR] for c in cycles if c.get(n) and c.get(ANCHOR))
@@ -96,11 +94,8 @@ def markdown(doc: dict[str, Any]) -> str:
 def main() -> None:
     parser = results.parser(__doc__)
     parser.add_argument("--baseline", type=Path, help="a checkout of the commit to compare against")
-    parser.add_argument("--passes", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="48 texts instead of all 872")
-    parser.add_argument("--tag", default="", help="written to overhead-TAG.json / .md")
     args = results.arguments(parser, markdown, lambda a: ("quick/" if a.quick else "") + "overhead"
-                             + (f"-{a.tag}" if a.tag else ""))
+                             + (f"-{a.tag}" if a.tag else ""), passes=3, quick=False, tag="")
     out = results.RESULTS / "quick" if args.quick else results.RESULTS
     from llm_label_clf.engines.hardware import cpu_info
 

@@ -1,19 +1,14 @@
 """What ``n_jobs`` buys and costs: ``GridSearchCV`` over two prompts (3-fold,
-SST-2 dev texts) with ``n_jobs=None``, with ``n_jobs=2`` on joblib's default
-process backend (loky: the workers read through one shared server), on the
-threading backend (one engine in the process), and on loky with
-``LLM_LABEL_CLF_WORKER_ENGINE=own`` (an engine per worker).
-
-Each configuration runs in a fresh Python process: a cold fit (engine
-start-up included), a warm fit, then ``predict_proba`` of the refitted best
-estimator. Measured from outside: the model loads (vLLM ``EngineCore``
-processes seen) and the peak resident memory of every process involved (the
-process, its workers and engines, and the detached shared server with its
-engine), sampled every 0.25 s. Scores and probabilities are checked against
-``n_jobs=None``'s.
+SST-2 dev) with ``n_jobs=None``, and ``n_jobs=2`` on loky (workers read
+through one shared server), on threading (one engine) and on loky with an
+engine per worker (``LLM_LABEL_CLF_WORKER_ENGINE=own``). Each in a fresh
+process: a cold fit, a warm fit, then ``predict_proba``; measured from
+outside: model loads (vLLM ``EngineCore`` processes seen) and the peak RSS
+of every process involved (shared server included). Scores and
+probabilities are checked against ``n_jobs=None``'s.
 
 Run: ``python bench/parallel.py [--texts 48]``; writes
-``bench/results/parallel.json`` and ``.md`` (``bench/results.py``).
+``bench/results/parallel.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -29,32 +24,27 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import emit, family, run_child  # noqa: E402
+from bench.common import csv, emit, family, run_child  # noqa: E402
 
 PROMPTS = ["Review: {text}\nSentiment (positive or negative):", "Text: {text}\nSentiment:"]
 CONFIGS: dict[str, dict[str, Any]] = {
     "n_jobs=None": {"n_jobs": None},
     "n_jobs=2, loky (shared server)": {"n_jobs": 2, "backend": "loky"},
     "n_jobs=2, threading": {"n_jobs": 2, "backend": "threading"},
-    "n_jobs=2, loky, an engine per worker": {
-        "n_jobs": 2,
-        "backend": "loky",
-        "env": {"LLM_LABEL_CLF_WORKER_ENGINE": "own"},
-    },
+    "n_jobs=2, loky, an engine per worker": {"n_jobs": 2, "backend": "loky",
+                                             "env": {"LLM_LABEL_CLF_WORKER_ENGINE": "own"}},
 }
 
 
 def child(config: dict[str, Any], texts: int) -> None:
     """One configuration, in this (fresh) process; prints a JSON line."""
     import joblib
-    import pandas as pd
     from sklearn.model_selection import GridSearchCV
 
     from llm_label_clf import LLMLabelClassifier
     from llm_label_clf.engines.local import engine_count
-    from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv").head(texts)
+    frame = csv("sst2_dev.csv").head(texts)
     X, y = frame["text"].tolist(), frame["label"].to_numpy()
     clf = LLMLabelClassifier(prompt=PROMPTS[0], progress=False, low_mass="ignore")
     times = []
@@ -77,10 +67,8 @@ def child(config: dict[str, Any], texts: int) -> None:
 
 
 def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
-    """Runs one configuration in a fresh process with a registry of its own,
-    sampling the memory of every process involved (its tree and the shared
-    servers' trees) and the vLLM engine processes seen; stops any shared
-    server after."""
+    """One configuration in a fresh process with a server registry of its own,
+    sampling every involved process's memory and the engine processes seen."""
     import psutil
 
     from llm_label_clf.engines.shared import SHARED_DIR_ENV, SHARED_IDLE_ENV, Registry, stop_shared_servers
@@ -145,10 +133,9 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--texts", type=int, default=48)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="run only these configurations")
-    args = results.arguments(parser, markdown, "parallel")
+    args = results.arguments(parser, markdown, "parallel", texts=48)
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
     if args.child:
         child(json.loads(args.child), args.texts)

@@ -1,17 +1,13 @@
-"""Remote engines against the embedded one: label-read throughput (texts/s) of
-``reading.batches.read_label_logprobs`` over SST-2 dev texts on the embedded engine,
-on one vLLM server and on two, plus each server's start-up time and one
-``/v1/completions`` request carrying every prompt (the HTTP floor). Checks
-that the remote logprobs equal the embedded ones. The client sends one
-request per read (vLLM batches them on the server; a client-side batcher
-measured 24.5 vs 21.4 texts/s, inside the spread, and was removed). Writes
-``bench/results/remote.json`` and ``.md`` (``bench/results.py``).
+"""Remote engines against the embedded one: label-read texts/s of
+``read_label_logprobs`` over SST-2 dev on the embedded engine, one vLLM server
+and two (all up, taking turns each round), each server's start-up, and one
+``/v1/completions`` request carrying every prompt (the HTTP floor); remote
+logprobs are checked equal to the embedded ones. The client sends one request
+per read (a client-side batcher measured inside the spread and was removed).
+On one machine the servers share the client's cores: a second adds no compute.
 
-All engines stay up and take turns in every round, so load from other
-processes hits each alike. Run: ``python bench/remote.py [--texts 400]
-[--rounds 3]``. Every contender shares this machine's cores with the client
-(and two servers share them with each other): on a small machine a second
-server adds no compute.
+Run: ``python bench/remote.py [--texts 400] [--rounds 3]``; writes
+``bench/results/remote.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -26,25 +22,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
+from bench.common import MODEL, SST2_PROMPT, csv  # noqa: E402
 
-PROMPT = "Review: {text}\nSentiment (positive or negative):"
 LABELS = (" positive", " negative")
-MODEL = "smollm2-135m-instruct"
-
-
-def load_texts(n: int) -> list[str]:
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
-    return pd.read_csv(datasets_dir() / "sst2_dev.csv")["text"].iloc[:n].tolist()
 
 
 def build_prompts(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], list[int]]:
     """Prompt ids and the label tokens as tokenized after the prompt."""
     prompts, label_ids = [], None
     for text in texts:
-        prompt = PROMPT.format(text=text)
+        prompt = SST2_PROMPT.format(text=text)
         ids = tokenizer.encode(prompt, add_special_tokens=False)
         labels = [tokenizer.encode(prompt + label, add_special_tokens=False)[len(ids)] for label in LABELS]
         assert label_ids in (None, labels), "label tokens differ between prompts"
@@ -56,8 +43,7 @@ def build_prompts(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], li
 def timed_reads(
     engines: dict[str, Any], prompts: list[list[int]], label_ids: list[int], rounds: int
 ) -> dict[str, dict[str, Any]]:
-    """Per engine: a warm-up read, then ``rounds`` timed reads of every prompt,
-    the engines taking turns each round (so load from elsewhere hits all alike)."""
+    """Per engine a warm-up read, then ``rounds`` timed reads of every prompt, the engines taking turns."""
     from llm_label_clf.engines.loop import run_sync
     from llm_label_clf.reading.batches import read_label_logprobs
 
@@ -133,10 +119,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--texts", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max-concurrency", type=int, default=32)
-    args = results.arguments(parser, markdown, "remote")
+    args = results.arguments(parser, markdown, "remote", texts=400, rounds=3, max_concurrency=32)
 
     import numpy as np
 
@@ -146,7 +129,7 @@ def main() -> None:
     from llm_label_clf.testing import vllm_server
 
     results.RESULTS.mkdir(parents=True, exist_ok=True)
-    texts = load_texts(args.texts)
+    texts = csv("sst2_dev.csv")["text"].iloc[: args.texts].tolist()
     doc = results.record(texts=len(texts), rounds=args.rounds, max_concurrency=args.max_concurrency)
 
     start = time.perf_counter()

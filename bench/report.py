@@ -1,7 +1,6 @@
-"""Turns the contenders' passes into ``summary.json`` (per contender and task
-the median texts/s and the ratios to the floor measured in interleaved pairs,
-the two headline ratios, the goals) and the Markdown tables that
-``summary.md`` and the README's performance section show."""
+"""``bench/run.py``'s figures: per contender and task the median texts/s and
+the ratios to raw vLLM paired within cycles, the headline ratios and goals
+(``build``, into ``summary.json``), and the Markdown of ``summary.md`` (``markdown``)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import statistics
 from typing import Any
 
 from bench.common import AGNEWS_PROMPT, SST2_PROMPT
-from bench.results import machine  # noqa: F401 (bench/startup.py imports it from here)
 
 GOALS = {"ratio_vs_raw_vllm": 0.95, "ratio_vs_skorch": 10.0}
 CONTENDER_ORDER = ("raw", "clf", "hf", "genparse", "skorch")
@@ -39,8 +37,7 @@ def paired_ratio(cycles: list[dict[str, Any]], task: str, mine: str, theirs: str
 
 
 def _task_figures(passes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """One task's passes: texts/s median over passes, the rest from the first
-    pass (the reads are deterministic)."""
+    """One task's passes: texts/s median over passes, the rest from the first (reads are deterministic)."""
     if not passes:
         return None
     ok = [p for p in passes if "error" not in p]
@@ -107,9 +104,6 @@ def build(sessions: dict[str, dict[str, Any]], cycles: list[dict[str, Any]], sce
         "sessions": sessions,
     })
     return document
-
-
-# ------------------------------------------------------------------ Markdown
 
 
 def _fmt(value: Any, digits: int = 1) -> str:

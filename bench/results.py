@@ -1,13 +1,14 @@
-"""One result of a bench script: ``bench/results/NAME.json``, the record of a
-run (the machine, the engine dtype, the date, the git commit, the load average
-at its start and end, then the script's own figures), and ``NAME.md``, the
-Markdown the script renders from that record alone, so that ``--render``
-rewrites the page from the JSON without running anything.
+"""The bench's one harness: a run's record (``record``: machine, dtype, date,
+commit, load average) and its figures go to ``bench/results/NAME.json``, and
+the Markdown rendered from that JSON alone to ``NAME.md`` (``write``), so
+``--render`` (``parser``, ``arguments``) rewrites a page without running
+anything. ``python bench/results.py NAME FILE`` copies FILE between the
+``<!-- NAME:start -->`` / ``<!-- NAME:end -->`` markers of README.md and of
+every docs page that has them (``update_pages``).
 
-A script run as ``python bench/NAME.py`` has bench/ at the head of
-``sys.path``, where its modules shadow other packages (``distributed.py``
-shadows Dask's ``distributed``) in its process and in Ray's workers: importing
-this module takes that folder off."""
+Importing this takes bench/ off ``sys.path``: a script run as
+``python bench/NAME.py`` would otherwise shadow packages (``distributed.py``
+shadows Dask's ``distributed``), in its process and in Ray's workers."""
 
 from __future__ import annotations
 
@@ -40,8 +41,7 @@ def _cpu_model() -> str:
 
 
 def machine() -> dict[str, Any]:
-    """The CPU, its capability and the library's dtype policy on it, the
-    cores, memory and the versions that matter."""
+    """The CPU, its capability and the library's dtype policy on it, the cores, memory and versions."""
     import psutil
 
     from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
@@ -69,7 +69,7 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> str:
-    """The checkout's git commit, "+dirty" when tracked files have changed: which code made the figures."""
+    """The checkout's git commit, "+dirty" when tracked files have changed."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
@@ -83,19 +83,18 @@ def load_avg() -> float:
 
 
 def record(*, dtype: str | None = None, **fields: Any) -> dict[str, Any]:
-    """The start of a run's record: the machine, the date and time (UTC), the
-    git commit, the engine's dtype (``dtype``, else what the engine picks here:
-    ``LLM_LABEL_CLF_DTYPE`` or the library's choice for this CPU) and the load
-    average now; then ``fields``. ``write`` adds the load average at the end."""
+    """The start of a run's record: ``machine()``, the UTC date, the commit,
+    the engine's dtype (``dtype``, else the library's choice here) and the load
+    average; then ``fields``."""
     found = machine()
     return {"machine": found, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": commit(), "dtype": dtype or found["default_dtype"], "load_avg_start": load_avg(), **fields}
 
 
 def write(name: str, doc: dict[str, Any], markdown: Callable[[dict[str, Any]], str]) -> str:
-    """Writes ``doc`` to ``bench/results/NAME.json`` (a ``record`` with the
-    load average now as its end) and ``markdown(doc)`` to ``NAME.md``; returns
-    the Markdown. ``NAME`` may name a subfolder (``quick/summary``)."""
+    """Writes ``doc`` (with the load average now as ``load_avg_end`` when it
+    is a ``record``) to ``NAME.json`` and ``markdown(doc)`` to ``NAME.md``
+    (``NAME`` may name a subfolder); returns the Markdown."""
     if "load_avg_start" in doc:
         doc["load_avg_end"] = load_avg()
     (RESULTS / name).parent.mkdir(parents=True, exist_ok=True)
@@ -111,18 +110,27 @@ def load(name: str) -> dict[str, Any]:
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
-    """A script's argument parser, described by its docstring's first
-    paragraph, with ``--render`` (``arguments``)."""
+    """A script's argument parser, described by its docstring's first paragraph, with ``--render``."""
     found = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     found.add_argument("--render", action="store_true", help="rewrite the .md from the .json; run nothing")
     return found
 
 
 def arguments(parser: argparse.ArgumentParser, markdown: Callable[[dict[str, Any]], str],
-              name: str | Callable[[argparse.Namespace], str]) -> argparse.Namespace:
-    """The parsed arguments, with ``name`` (the results' name, or a function
-    of the arguments giving it) as ``.name``. With ``--render``, ``NAME.md`` is
-    rewritten from ``NAME.json`` and printed, and the script ends there."""
+              name: str | Callable[[argparse.Namespace], str], **options: Any) -> argparse.Namespace:
+    """The parsed arguments, with ``options`` added (``max_rows=200`` adds
+    ``--max-rows``, typed by its default; a list default takes several values,
+    False makes a switch) and ``.name`` (``name``, or ``name(args)``). With
+    ``--render``, ``NAME.md`` is rewritten from ``NAME.json`` and printed, and
+    the script ends there."""
+    for key, default in options.items():
+        flag = "--" + key.replace("_", "-")
+        if default is False:
+            parser.add_argument(flag, action="store_true")
+        elif isinstance(default, list):
+            parser.add_argument(flag, type=type(default[0]), nargs="+", default=default, help="default: %(default)s")
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help="default: %(default)s")
     args = parser.parse_args()
     args.name = name(args) if callable(name) else name
     if args.render:
@@ -131,3 +139,30 @@ def arguments(parser: argparse.ArgumentParser, markdown: Callable[[dict[str, Any
         print(text)
         sys.exit(0)
     return args
+
+
+def update_pages(name: str, markdown: str) -> list[Path]:
+    """Puts ``markdown`` (or its block between the ``name`` markers) between
+    those markers in README.md and each docs page that has them; returns the pages changed."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if start in markdown:  # a results file holding the block with its markers
+        markdown = markdown[markdown.index(start) + len(start) : markdown.index(end)]
+    changed = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = page.read_text()
+        i, j = text.find(start), text.find(end)
+        if i < 0:
+            continue
+        if j < i:
+            raise ValueError(f"{page} needs the markers {start} and {end}, in that order")
+        new = text[: i + len(start)] + "\n" + markdown.strip() + "\n" + text[j:]
+        if new != text:
+            page.write_text(new)
+            changed.append(page)
+    return changed
+
+
+if __name__ == "__main__":
+    block, source = sys.argv[1:3]  # say: selection bench/results/selection-nested-summary.md
+    pages = update_pages(block, Path(source).read_text())
+    print(f"{block}: updated {[str(p.relative_to(ROOT)) for p in pages] or 'nothing'}", file=sys.stderr)

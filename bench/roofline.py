@@ -1,16 +1,11 @@
-"""A rough roofline for CPU figures: the machine's peak arithmetic rate from
-its capability, core count and clock, and the work one text costs the model,
-so throughput can be reported as a fraction of what the machine could do.
-
-How the peak is estimated (per core, per cycle, two FMA ports assumed):
-float32 AVX2 8 lanes x 2 (FMA) x 2 ports = 32 FLOP, AVX-512 64 FLOP;
-bfloat16 with AMX 1024 FLOP (one TMUL tile op), AVX512_BF16 128 FLOP;
-bfloat16 without them is emulated through float32, so its peak is float32's.
-Clock: the "@ x.xxGHz" of the CPU's model name, else the current "cpu MHz".
-The model's work: 2 FLOP per weight per prompt token (weights outside the
-embedding), plus the LM head once per read. Attention over these short
-prompts is left out (under 3% at 100 tokens). A rough guide, not a promise:
-memory bandwidth, not arithmetic, bounds small batches."""
+"""A rough roofline for ``bench/overhead.py``: the machine's peak arithmetic
+rate from its capability, cores and clock (per core and cycle, two FMA ports:
+float32 AVX2 32 FLOP, AVX-512 64; bfloat16 AMX 1024, AVX512_BF16 128, else
+emulated at float32's rate; the clock from the model name's "@ x.xxGHz",
+else "cpu MHz"), and the model's work per text (2 FLOP per non-embedding
+weight per prompt token, plus the LM head once per read; attention over these
+short prompts left out). A rough guide: memory bandwidth, not arithmetic,
+bounds small batches."""
 
 from __future__ import annotations
 
@@ -42,8 +37,7 @@ def clock_ghz() -> float | None:
 
 
 def peak_gflops(capability: str, cores: int, dtype: str) -> dict[str, Any]:
-    """The estimated peak (GFLOP/s) for ``dtype`` on ``cores`` cores of this
-    capability, with what it was computed from."""
+    """The estimated peak (GFLOP/s) for ``dtype`` on ``cores`` cores, with what it was computed from."""
     dtype = {"bf16": "bfloat16", "auto": "bfloat16", "fp32": "float32"}.get(dtype, dtype)
     flop = _FLOP_PER_CYCLE.get((dtype, capability))
     ghz = clock_ghz()
@@ -54,8 +48,7 @@ def peak_gflops(capability: str, cores: int, dtype: str) -> dict[str, Any]:
 
 
 def model_gflop_per_token(model_dir: str) -> dict[str, float]:
-    """GFLOP per prompt token (weights outside the embedding) and per read
-    (the LM head), from a Llama-style ``config.json``."""
+    """GFLOP per prompt token and per read (the LM head), from a Llama-style ``config.json``."""
     config = json.loads((Path(model_dir) / "config.json").read_text())
     hidden, layers = config["hidden_size"], config["num_hidden_layers"]
     heads, kv_heads = config["num_attention_heads"], config.get("num_key_value_heads", config["num_attention_heads"])

@@ -1,24 +1,17 @@
-"""Side-by-side benchmark of ``LLMLabelClassifier`` against the raw engine and
-the alternatives, with the built-in model on SST-2 dev and an AG News sample:
+"""The end-to-end comparison, with the built-in model on SST-2 dev and an AG
+News sample: raw ``vllm.LLM.generate`` label reads (the floor),
+``LLMLabelClassifier.predict_proba``, skorch's ``ZeroShotClassifier`` (on a
+subset), a hand-written transformers forward and generate-and-parse as
+scikit-llm does it (``bench/contenders.py``); then the estimator's scenarios
+(``bench/scenarios.py``). Each contender serves passes from its own process
+(``--serve NAME``) for the whole run, so its peak memory is its own; raw vLLM
+stays up throughout and each other contender's passes alternate with its
+passes, the order rotating, so every ratio compares passes run under the same
+load.
 
-1. raw ``vllm.LLM.generate`` with ``logprob_token_ids`` (the floor);
-2. ``LLMLabelClassifier.predict_proba``;
-3. skorch's ``ZeroShotClassifier`` (transformers, bf16), on a subset;
-4. a hand-written transformers batched forward pass;
-5. generate-and-parse as scikit-llm does it (vLLM, a few greedy tokens).
-
-Each contender lives in its own process for the whole run (``--serve NAME``),
-so its peak memory is its own, and times one pass when asked. The machine is
-shared, so passes are interleaved: raw vLLM stays up throughout, and each
-other contender's passes alternate with its passes (rotating who goes first),
-so every ratio compares passes that ran under the same load. Then the
-estimator's scenarios (few-shot with the prefix cache on and off,
-``cross_val_score``, ``batch_size`` and threads) run in one more process.
-
-Writes ``bench/results/summary.json`` and ``summary.md`` and refreshes the
-README's performance section. Run: ``make bench`` (or ``python bench/run.py``;
-``--quick`` for a smoke run on a few texts, written to ``bench/results/quick/``
-and not to the README).
+Run: ``make bench`` or ``python bench/run.py [--quick]`` (``--quick``: a few
+texts, written to ``bench/results/quick/``); writes ``summary.json`` and
+``.md`` (``bench/report.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench import readme, report, results  # noqa: E402
+from bench import report, results  # noqa: E402
 from bench.common import TAG, PeakRSS, emit, sizes  # noqa: E402
 
 ANCHOR = "raw"
@@ -56,13 +49,9 @@ def phases(size: Any) -> list[tuple[tuple[str, ...], list[tuple[str, int, tuple[
     ]
 
 
-# ------------------------------------------------------------------ workers
-
-
 def serve(name: str, quick: bool) -> None:
-    """A contender's process: start, then time one pass per request read from
-    stdin (``{"op": "pass", "task": ...}``) until ``{"op": "end"}``; errors are
-    reported, not raised, so one failing task does not end the run."""
+    """A contender's process: one timed pass per ``{"op": "pass", "task": ...}``
+    line on stdin until ``{"op": "end"}``; errors are reported, not raised."""
     from bench.contenders import CONTENDERS
 
     out = sys.stdout
@@ -91,8 +80,7 @@ class Session:
     """The orchestrator's handle on one serving contender process."""
 
     def __init__(self, name: str, quick: bool, log: Path, root: Path = ROOT) -> None:
-        """Starts contender ``name`` of the checkout at ``root`` (another
-        checkout, such as an older commit's worktree, runs its own package)."""
+        """Starts contender ``name`` of the checkout at ``root`` (another checkout runs its own package)."""
         self.name = name
         self.memory_wait_s = wait_for_memory(NEEDS_GIB.get(name, 5.0))
         self.load_start = os.getloadavg()[0]
@@ -139,9 +127,7 @@ class Session:
 
 
 def wait_for_memory(gib: float) -> float:
-    """Waits (up to ``MEMORY_WAIT_S``) until ``gib`` GiB are available, so a
-    contender does not push a shared machine into the OOM killer; returns the
-    seconds waited."""
+    """Waits (up to ``MEMORY_WAIT_S``) for ``gib`` GiB to be available; returns the seconds waited."""
     import psutil
 
     began = time.perf_counter()
@@ -164,13 +150,9 @@ def run_scenarios(quick: bool, log: Path) -> dict[str, Any]:
     return {**json.loads(tagged[-1]), **meta}
 
 
-# -------------------------------------------------------------- orchestrator
-
-
 def interleave(quick: bool, out: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """Runs the phases: raw vLLM up throughout, the others joining phase by
-    phase; within a task, pass ``p`` goes round the group starting at member
-    ``p``. Returns each contender's closed session and the cycles."""
+    """Runs the phases (pass ``p`` of a task goes round the group from member
+    ``p``); returns each contender's closed session and the cycles."""
     size = sizes(quick)
     sessions = {ANCHOR: Session(ANCHOR, quick, out / f"{ANCHOR}.log")}
     print(f"{ANCHOR}: started {sessions[ANCHOR].started}", flush=True)
@@ -198,11 +180,10 @@ def interleave(quick: bool, out: Path) -> tuple[dict[str, dict[str, Any]], list[
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--quick", action="store_true", help="a smoke run on a few texts")
-    parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--scenarios", action="store_true", help=argparse.SUPPRESS)
-    args = results.arguments(parser, report.markdown, lambda a: ("quick/" if a.quick else "") + "summary")
+    args = results.arguments(parser, report.markdown, lambda a: ("quick/" if a.quick else "") + "summary",
+                             quick=False, no_readme=False)
     if args.serve:
         serve(args.serve, args.quick)
         return
@@ -228,7 +209,7 @@ def main() -> None:
     text = results.write(args.name, doc, report.markdown)
     print(text)
     if not args.quick and not args.no_readme:
-        readme.update_everywhere("bench", text)
+        results.update_pages("bench", text)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""How the estimator behaves beyond one zero-shot pass, all in one process:
-``cross_val_score`` (wall time and engine starts), throughput against
+"""The estimator beyond one zero-shot pass, in one process (``bench/run.py``):
+``cross_val_score`` (wall time, engine starts), throughput against
 ``batch_size`` and against threads calling ``predict_proba`` at once, and a
 few-shot prompt with the prefix cache on and off."""
 
@@ -36,8 +36,7 @@ CV_FOLDS = 5
 
 
 def cross_validation(task: Task) -> dict[str, Any]:
-    """``cross_val_score(clf, X, y, cv=5)`` twice: first in a process with no
-    engine yet (its wall time includes the one engine start), then again."""
+    """``cross_val_score(clf, X, y, cv=5)`` twice: first with no engine yet (its start included), then again."""
     from sklearn.model_selection import cross_val_score
 
     from llm_label_clf.engines.local import engine_count
@@ -53,9 +52,8 @@ def cross_validation(task: Task) -> dict[str, Any]:
 
 
 def _rounds(settings: Sequence[Any], run: Callable[[Any], float], rounds: int) -> dict[str, list[float]]:
-    """Seconds of ``run(setting)`` per setting, over ``rounds`` rounds that go
-    through the settings forwards, then backwards, and so on (so that a drift in
-    the machine's load does not favour one end)."""
+    """Seconds of ``run(setting)`` per setting over ``rounds`` rounds, forwards then backwards (so a drift
+    in the machine's load favours neither end)."""
     seconds: dict[str, list[float]] = {str(s): [] for s in settings}
     for r in range(rounds):
         for setting in settings if r % 2 == 0 else settings[::-1]:
@@ -84,8 +82,7 @@ def batch_sizes(task: Task, estimator: Any, rounds: int) -> dict[str, Any]:
 
 
 def threads(task: Task, estimator: Any, rounds: int) -> dict[str, Any]:
-    """Threads sharing one estimator, each calling ``predict_proba`` on
-    ``REQUEST_TEXTS``-text requests until all texts are read; medians over rounds."""
+    """Threads sharing one estimator, calling ``predict_proba`` on ``REQUEST_TEXTS``-text requests."""
     requests = [task.texts[i : i + REQUEST_TEXTS] for i in range(0, len(task.texts), REQUEST_TEXTS)]
 
     def run(n_threads: int) -> None:
@@ -106,11 +103,9 @@ def few_shot_split(task: Task, n_eval: int) -> tuple[Task, Task]:
 
 
 def few_shot(task: Task, n_eval: int, warmup: list[str]) -> dict[str, Any]:
-    """Zero-shot, then ``few_shot=SHOTS_PER_CLASS`` (examples drawn from the
-    rows not evaluated, given to ``fit``) with the prefix cache on (the
-    default; also with ``calibration="batch"``) and off
-    (``enable_prefix_caching=False``, its own engine), on the same texts, one
-    pass each from an empty cache."""
+    """Zero-shot, then ``few_shot=SHOTS_PER_CLASS`` (examples from the rows not
+    evaluated) with the prefix cache on (also with ``calibration="batch"``) and
+    off (its own engine), on the same texts, one pass each from an empty cache."""
     from llm_label_clf.engines.local import get_engine, shutdown_engines
 
     evaluated, pool = few_shot_split(task, n_eval)
@@ -136,8 +131,7 @@ def few_shot(task: Task, n_eval: int, warmup: list[str]) -> dict[str, Any]:
 
 
 def scenarios(size: Sizes) -> dict[str, Any]:
-    """All the scenarios on SST-2 dev, in one process (cross-validation first,
-    so its engine-start count starts from zero)."""
+    """All the scenarios on SST-2 dev (cross-validation first: its engine-start count starts from zero)."""
     task = sst2(size)
     result: dict[str, Any] = {"name": "scenarios (LLMLabelClassifier)"}
     with PeakRSS() as rss:

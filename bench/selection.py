@@ -1,46 +1,27 @@
-"""What cross-validated selection buys over the fixed modes a user could guess,
-measured over many random training sets rather than one: per dataset a fixed
-stratified test set (``--test`` texts, seed 0), and from the other rows
-``--draws`` random training sets at each of ``--sizes`` labelled texts (every
-class at least once). Per draw: every fixed mode (zero-shot, few-shot, each
-calibration with the uniform and the labels' prior), TF-IDF +
-LogisticRegression, and ONE ``LLMLabelClassifierCV(n_repeats=--repeats)``
-fit with the estimator's defaults otherwise (rule "best", ``max_passes`` 10;
-the first sst2 draws, before those defaults, fitted one_se with a
-temperature). Its probabilities are ``best_estimator_``'s, as the default
-``recalibrate=None`` gives them; a temperature is fitted beside them only to
-record what it would do (always, or on few-shot and stacked picks only).
-Every candidate of that search is then fitted alone on the draw and scored on
-the test texts (its reads come from the cache), so the selection *variants* are look-ups, not refits: rule {best,
-one_se} x repeats {1 (the first fold columns), R} x candidates {all, fewer (no
-stacking; calibration None, batch or learned without class weights)}, each
-picking by ``rules.choose`` on means and standard errors recomputed from its
-split columns. Reports, per dataset and size, mean +- standard error over
-draws of accuracy(CV) - accuracy(best fixed mode, chosen per draw by test
-accuracy, which no user can do), - zero-shot, - batch calibration (prior from
-y), in points; macro-F1, log-loss and top-label ECE (10 bins) beside its
-floor (the ECE perfectly calibrated probabilities would show on these test
-texts); for the real fit ECE with and without its temperature, the bias of
-``held_out_score_`` and of ``best_score_`` against the pick's test
-neg-log-loss, and ``fit_cost_``.
-
-Datasets are split once into DESIGN sets, where defaults are chosen, and
-REPORT sets, only run to report (``SETS``). Built-in model, class names as
-labels, the engine's default dtype; the fixed modes use the default prompt.
-The r1 variants read the first repeat of ``RepeatedStratifiedKFold`` (shuffled
-folds), not the unshuffled folds an ``n_repeats=1`` fit uses: the same rule on
-as many folds, not the same splits.
+"""What cross-validated selection buys over the fixed modes a user could
+guess, over many random training sets: per dataset a fixed stratified test
+set (``--test`` texts, seed 0) and, from the other rows, ``--draws`` training
+sets at each of ``--sizes`` texts (every class at least once). Per draw:
+every fixed mode (``FIXED``), TF-IDF + LogisticRegression, and one default
+``LLMLabelClassifierCV(n_repeats=--repeats)`` fit (a temperature fitted
+beside it only to record what it would do). Each candidate a selection
+*variant* picks (rule {best, one_se} x repeats {1, R} x candidates {all,
+fewer}, by ``rules.choose`` on its split columns; r1 reads the first of the
+shuffled repeats, not an ``n_repeats=1`` fit's folds) is fitted alone and
+scored on the test texts, from the read cache. Reports per dataset and size, mean ±
+standard error over draws: accuracy against the best fixed mode (a test-set
+oracle), zero-shot and batch calibration; macro-F1, log-loss, top-label ECE
+beside its floor, the fit's ECE with and without its temperature, the bias of
+``held_out_score_`` and ``best_score_`` against the pick's test score, and
+``fit_cost_``. Defaults are chosen on the DESIGN sets only; REPORT sets are
+run to report (``SETS``). Built-in model, class names as labels.
 
 Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
-[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--resume [--rerun [--only DRAW ...]]]``
-(``--rerun``: the named datasets' and sizes' draws again, replacing those recorded; ``--only``: just
-those draw numbers).
-Writes ``bench/results/selection-protocol.json`` (every draw's raw numbers,
-after every draw), ``selection-protocol.md`` and ``selection-protocol-summary.md``
-(the block for docs/guide/learning.md). Engine reads per draw, r reads per
-text (1 for sst2/trec/emotion, 3 for ag_news): the fit 6 readers x (n + 3
-content-free) x r, the test texts 3 few-shot readers x ``--test`` x r (the
-zero-shot readers' test reads are made once per dataset).
+[--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--name NAME]
+[--resume [--rerun [--only DRAW ...]]]``; writes ``bench/results/NAME.json``
+(every draw's numbers, after every draw), ``NAME.md`` and ``NAME-summary.md``
+(the block for docs/guide/learning.md; ``python bench/results.py selection
+FILE`` puts it there); NAME defaults to ``selection-protocol``.
 """
 
 from __future__ import annotations
@@ -139,8 +120,7 @@ def test_and_pool(name: str, n_test: int, from_pool: bool = False) -> tuple[Any,
 
 
 def expected_calibration_error(classes: np.ndarray, proba: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    """Top-label ECE: the gap between confidence and accuracy, averaged over
-    10 equal-width confidence bins weighted by their share of texts."""
+    """Top-label ECE over 10 equal-width confidence bins, weighted by their share of texts."""
     confidence = proba.max(axis=1)
     correct = classes[proba.argmax(axis=1)] == y
     which = np.minimum((confidence * bins).astype(int), bins - 1)
@@ -149,11 +129,8 @@ def expected_calibration_error(classes: np.ndarray, proba: np.ndarray, y: np.nda
 
 
 def ece_floor(classes: np.ndarray, proba: np.ndarray, draws: int = 50) -> float:
-    """The ECE a perfectly calibrated model with these probabilities would
-    show on this many test texts: the mean ECE when each text's label is drawn
-    from its own predicted probabilities. With 300 texts and 10 bins this
-    floor is itself ~0.03-0.05, so an ECE near it cannot be told from
-    perfect calibration (seeded, so reruns agree)."""
+    """The ECE perfectly calibrated probabilities would show on these texts: the
+    mean ECE with each label drawn from its own probabilities (seeded)."""
     rng = np.random.default_rng(0)
     cumulative = np.cumsum(proba / proba.sum(axis=1, keepdims=True), axis=1)
     eces = []
@@ -212,9 +189,6 @@ def chose(params: dict[str, Any]) -> str:
     return " + ".join(parts)
 
 
-# ------------------------------------------------------------ the variants
-
-
 def fewer_mask(params: list[dict[str, Any]]) -> np.ndarray:
     """The "fewer" candidates: no stacking; calibration None, batch or learned; no class weights."""
     return np.array([not p.get("stack") and p.get("calibration") in (None, "batch", "learned")
@@ -265,15 +239,10 @@ def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, 
     return picks
 
 
-# ------------------------------------------------------------------ a draw
-
-
 def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str],
                      yt: np.ndarray, wanted: set[int]) -> tuple[list[dict[str, Any]], dict[int, np.ndarray]]:
-    """The ``wanted`` rows of ``cv_results_`` (the variants' picks) each fitted
-    alone on the draw and scored on the test texts (reads from the cache),
-    with their test probabilities; the other rows are listed unscored (fitting
-    all 32 took ~45% of a draw)."""
+    """The ``wanted`` rows of ``cv_results_`` (the variants' picks) fitted alone
+    and scored on the test texts, with their probabilities; the others unscored."""
     from sklearn.pipeline import FeatureUnion, Pipeline
 
     from llm_label_clf import LLMLabelClassifier
@@ -310,16 +279,13 @@ def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndar
 
 
 def training_draw(name: str, n: int, d: int, pool: Any) -> tuple[int, Any]:
-    """Draw ``d`` of ``n`` texts of dataset ``name``: its seed and its training
-    rows of ``pool`` (every class at least once). The experiments in
-    ``bench/experiments/`` call it too, so they read the protocol's very draws."""
+    """Draw ``d`` of ``n`` texts of dataset ``name``: its seed and training rows of ``pool``."""
     seed = draw_seed(name, n, d)
     return seed, pool.iloc[draw_rows(pool["label"].to_numpy(), n, seed)]
 
 
 def wide_texts(rest: Any, wide: int, seed: int) -> tuple[list[str], np.ndarray]:
-    """``wide`` texts (all, if fewer) of ``rest``, the pool rows a draw did not
-    train on, drawn at random seeded by the draw: (texts, labels)."""
+    """``wide`` texts (all, if fewer) of ``rest`` drawn at random, seeded by the draw: (texts, labels)."""
     rows = np.random.default_rng(seed).choice(len(rest), min(wide, len(rest)), replace=False)
     return rest["text"].iloc[rows].tolist(), rest["label"].iloc[rows].to_numpy()
 
@@ -365,11 +331,8 @@ def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int, wide
 
 
 def wide_test(search: Any, rest: Any, wide: int, seed: int) -> dict[str, Any]:
-    """The fit scored on ``wide`` texts drawn at random (seeded by the draw)
-    from the pool rows it was not trained on, as the default gives its
-    probabilities and with its temperature: 300 test texts leave an ECE floor
-    of ~0.05, the very goal; 1000 texts bring it to ~0.03. Only the fit is
-    read there (the fixed modes' reads of new texts per draw would cost 9x)."""
+    """The fit, without and with its temperature, scored on ``wide`` pool texts
+    it was not trained on (a lower ECE floor than 300 test texts leave)."""
     Xw, yw = wide_texts(rest, wide, seed)
     without = scores(search.classes_, search.best_estimator_.predict_proba(Xw), yw)
     return {"wide_test": {**without, "texts": len(yw)},
@@ -843,9 +806,6 @@ def pages(name: str, doc: dict[str, Any], *, record: bool = True) -> str:
     text = summary(doc)
     (results.RESULTS / f"{name}-summary.md").write_text(text)
     return text
-
-
-# -------------------------------------------------------------------- main
 
 
 def prewarm(test: Any) -> None:

@@ -1,20 +1,14 @@
-"""What the persistent read store (``read_store=``) costs and saves, side by
-side in one process on one engine: ``predict_proba`` over N SST-2 dev texts
-(default 10,000; the 872 dev sentences cycled, each prefixed by a number so
-every prompt is distinct) with the store off and on (a first run: every read
-made by the engine and stored), in blocks of ``--block`` texts that alternate
-off/on, on/off, ... so that load and drift fall on both alike; the two runs
-read different numbers (``N + i.`` against ``2N + i.``: as many digits, so
-the same token counts), so
-neither finds the other's prompts in the prefix cache. Then a rerun of the
-store-on texts by a fresh clone: every read found in the store.
+"""What the persistent read store (``read_store=``) costs and saves, in one
+process on one engine: ``predict_proba`` over N distinct SST-2 dev texts
+(default 10,000) with the store off and on (a first run: every read stored),
+in alternating blocks of ``--block`` texts, on texts numbered apart (as many
+digits) so neither finds the other's prompts in the prefix cache; then a
+fresh clone rereads the store-on texts (every read found). Reports the
+store's cost (aim: at most 3%), the rerun's speed-up (aim: at least 50x) and
+equality, the store's size and the model fingerprint's time.
 
-Reported: texts/s off and on and the store's cost (1 - on/off; the aim is at
-most 3%), the rerun's seconds and its speed-up over the first run (the aim is
-at least 50x), the store's size on disk, the model fingerprint's time, and
-that the rerun returned the first run's numbers exactly. Run:
-``python bench/store.py [--texts 10000] [--block 500]``; writes
-``bench/results/store.json`` and ``.md`` (``bench/results.py``).
+Run: ``python bench/store.py [--texts 10000] [--block 500]``; writes
+``bench/results/store.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -27,22 +21,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
+from bench.common import SST2_PROMPT, csv  # noqa: E402
 
-PROMPT = "Review: {text}\nSentiment (positive or negative):"
 LABELS = ["negative", "positive"]
 
 
 def run(n: int, block: int) -> dict[str, Any]:
     import numpy as np
-    import pandas as pd
     from sklearn.base import clone
 
     from llm_label_clf import LLMLabelClassifier, engine_info
     from llm_label_clf.models.builtin import DEFAULT_MODEL, resolve_model
     from llm_label_clf.store import ReadStore, model_fingerprint
-    from llm_label_clf.testing import datasets_dir
 
-    sentences = pd.read_csv(datasets_dir() / "sst2_dev.csv")["text"].tolist()
+    sentences = csv("sst2_dev.csv")["text"].tolist()
     # numbers of as many digits on both sides (``n + i`` and ``2n + i``): the same token counts
     off_texts = [f"{n + i}. {sentences[i % len(sentences)]}" for i in range(n)]
     on_texts = [f"{2 * n + i}. {sentences[i % len(sentences)]}" for i in range(n)]
@@ -53,7 +45,7 @@ def run(n: int, block: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "reads.sqlite"
         store = ReadStore(path)
-        params = dict(prompt=PROMPT, labels=LABELS, progress=False, low_mass="ignore")
+        params = dict(prompt=SST2_PROMPT, labels=LABELS, progress=False, low_mass="ignore")
         off = LLMLabelClassifier(**params).fit(off_texts[:2])
         on = LLMLabelClassifier(**params, read_store=str(path)).fit(on_texts[:2])
         off.predict_proba([f"warm-up {i}. {s}" for i, s in enumerate(sentences[:64])])  # the engine's first batches
@@ -138,9 +130,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--texts", type=int, default=10_000, help="texts read with the store off, and on")
-    parser.add_argument("--block", type=int, default=500, help="texts per alternating block")
-    args = results.arguments(parser, markdown, "store")
+    args = results.arguments(parser, markdown, "store", texts=10_000, block=500)
     doc = results.record()
     doc["result"] = run(args.texts, args.block)
     doc["dtype"] = doc["result"]["engine_settings"].get("dtype", doc["dtype"])

@@ -1,22 +1,13 @@
-"""Does ``score_ray_dataset`` stream? Memory as the dataset grows: for each
-``--rows`` size, in a fresh Python process, the estimator is fitted on 32
-SST-2 dev texts in the driver (its engine then shut down), a lazy Ray Data
-dataset of that many rows is built (``range`` + ``map_batches``: ids
-``row-<i>`` and texts ``"<i>. "`` + an SST-2 dev text cycled by ``i``, so
-every prompt is distinct and the prefix cache cannot shortcut later rows),
-scored by one actor (``score_ray_dataset``, a local ``ray.init(num_cpus=2)``,
-the actor taking both cores) and written with ``write_parquet``: the driver
-never holds the rows. The written files are read back (``id`` only) to check
-every row arrived once.
-
-Peak memory: the RSS of the child's whole process tree (driver, raylet, GCS,
-the actor and its engine), sampled every 0.25 s, over the whole run and over
-the scoring call; if Ray Data streams, it does not grow with rows. The read,
-map and write tasks ask for 0 CPUs: the actor holds both, and a task asking
-for one would never be scheduled.
+"""Does ``score_ray_dataset`` stream? For each ``--rows`` size, in a fresh
+process: the estimator fitted on 32 SST-2 dev texts in the driver (its engine
+then shut down), a lazy Ray Data dataset of that many distinct rows scored by
+one actor and written with ``write_parquet`` (the driver never holds the
+rows; the files are read back to check every row arrived once). Peak RSS of
+the child's whole process tree, over the run and over the scoring call: if
+Ray Data streams, it does not grow with rows.
 
 Run: ``python bench/streaming.py [--rows 400 3200]``; writes
-``bench/results/streaming.json`` and ``.md`` (``bench/results.py``).
+``bench/results/streaming.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -31,15 +22,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import emit, run_child  # noqa: E402
+from bench.common import SST2_PROMPT, csv, emit, run_child  # noqa: E402
 
-PROMPT = "Review: {text}\nSentiment (positive or negative):"
 FIT_TEXTS = 32
 
 
 def _dataset(rows: int, texts: list[str]) -> Any:
-    """``rows`` rows, lazily: blocks of about 100 rows made by zero-CPU tasks.
-    ``ray.data.range`` takes no ``num_cpus``, so its datasource is read directly."""
+    """``rows`` rows (``row-<i>``, ``"<i>. "`` + an SST-2 text), lazily, in blocks of about 100 made by
+    zero-CPU tasks (the actor holds both CPUs; ``ray.data.range`` takes no ``num_cpus``)."""
     import pandas as pd
     import ray
     from ray.data._internal.datasource.range_datasource import RangeDatasource
@@ -55,18 +45,16 @@ def _dataset(rows: int, texts: list[str]) -> Any:
 
 def child(rows: int, batch: int) -> None:
     """One size, in this (fresh) process; prints a JSON line."""
-    import pandas as pd
     import pyarrow.parquet as pq
     import ray
 
     from llm_label_clf import LLMLabelClassifier, score_ray_dataset, shutdown_engines
-    from llm_label_clf.testing import datasets_dir
 
-    frame = pd.read_csv(datasets_dir() / "sst2_dev.csv")
+    frame = csv("sst2_dev.csv")
     X, y = frame["text"].iloc[:FIT_TEXTS].tolist(), frame["label"].iloc[:FIT_TEXTS].to_numpy()
     texts = frame["text"].iloc[FIT_TEXTS:].tolist()  # a few hundred short texts: the closure's only data
     began = time.perf_counter()
-    clf = LLMLabelClassifier(prompt=PROMPT, progress=False, low_mass="ignore").fit(X, y)
+    clf = LLMLabelClassifier(prompt=SST2_PROMPT, progress=False, low_mass="ignore").fit(X, y)
     fit_s = time.perf_counter() - began
     shutdown_engines()  # the actor's engine scores; none idles in the driver
     with tempfile.TemporaryDirectory() as out:
@@ -106,7 +94,7 @@ def _peak(samples: list[tuple[float, int]], lo: float, hi: float) -> float | Non
 
 
 def run_size(rows: int, batch: int) -> dict[str, Any]:
-    """Runs one size in a fresh process, sampling its process tree's RSS."""
+    """One size in a fresh process, its process tree's RSS sampled."""
     load_start = os.getloadavg()[0]
     ran = run_child([sys.executable, __file__, "--child", str(rows), "--batch", str(batch)])
     r, samples = ran.message, ran.memory.samples
@@ -178,10 +166,8 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--rows", type=int, nargs="+", default=[400, 3200], help="dataset sizes, each a fresh run")
-    parser.add_argument("--batch", type=int, default=100, help="rows per actor batch")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    args = results.arguments(parser, markdown, "streaming")
+    args = results.arguments(parser, markdown, "streaming", rows=[400, 3200], batch=100)
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # as the other Ray benchmarks
     if args.child is not None:
         child(args.child, args.batch)

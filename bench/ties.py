@@ -1,17 +1,13 @@
-"""Exact ties in bf16 reads against float32: on SST-2 dev and Banking77, how
-many texts have two or more classes at exactly the top probability, what
-they cost in accuracy (a plain argmax gives them to ``classes_[0]``; the
-estimator's rule gives them to the class with the largest prior from fit), and
-whether reading the label logits in float32 under a bf16 engine (vLLM's
-``hf_overrides={"head_dtype": "float32"}``: the lm_head projection in float32,
-the rest of the model in bf16) removes the ties at bf16's speed.
-
-Engines, one after the other in this process: ``bfloat16``, ``float32`` and
-``bfloat16`` with the float32 head. Prefix caches are emptied before each
-timed pass.
+"""Exact ties in bf16 reads against float32, on SST-2 dev and Banking77: how
+many texts have two or more classes at exactly the top probability, their
+cost in accuracy (a plain argmax gives them to ``classes_[0]``; the
+estimator's rule to the largest prior from fit), and whether the lm_head in
+float32 under a bf16 engine (``hf_overrides={"head_dtype": "float32"}``)
+removes them at bf16's speed. One engine after the other in this process;
+prefix caches emptied before each timed pass.
 
 Run: ``python bench/ties.py [--sst2 872] [--banking-per-intent 3]``; writes
-``bench/results/ties.json`` and ``.md`` (``bench/results.py``).
+``bench/results/ties.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import results  # noqa: E402
-from bench.common import SST2_LABELS, SST2_PROMPT, Task, banking77  # noqa: E402
+from bench.common import SST2_LABELS, SST2_PROMPT, Task, banking77, csv  # noqa: E402
 
 CONFIGS = {  # float32 first: the others are compared with it
     "float32": {"dtype": "float32"},
@@ -36,11 +32,7 @@ CONFIGS = {  # float32 first: the others are compared with it
 
 
 def sets(n_sst2: int, banking_per_intent: int, n_banking: int | None = None) -> list[Task]:
-    import pandas as pd
-
-    from llm_label_clf.testing import datasets_dir
-
-    sst = pd.read_csv(datasets_dir() / "sst2_dev.csv").head(n_sst2)
+    sst = csv("sst2_dev.csv").head(n_sst2)
     bank = banking77(banking_per_intent)
     return [Task("sst2_dev", sst["text"].tolist(), sst["label"].to_numpy(), SST2_PROMPT, SST2_LABELS),
             bank.subset(n_banking) if n_banking else bank]
@@ -79,10 +71,8 @@ def run(task: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     parser = results.parser(__doc__)
-    parser.add_argument("--sst2", type=int, default=872)
-    parser.add_argument("--banking-per-intent", type=int, default=3)
     parser.add_argument("--banking-texts", type=int, default=None, help="cap Banking77 at N texts")
-    args = results.arguments(parser, markdown, "ties")
+    args = results.arguments(parser, markdown, "ties", sst2=872, banking_per_intent=3)
     from bench.contenders import MODEL
 
     from llm_label_clf import engine_info, shutdown_engines

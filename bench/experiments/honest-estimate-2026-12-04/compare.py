@@ -1,18 +1,10 @@
-"""Issue 43: what the nested, every-text estimate changed, draw by draw.
-
-Reads the protocol run with the new defaults (``bench/results/selection-nested.json``,
-written by ``bench/selection.py --name selection-nested --repeats 1``) and the
-recorded run of the earlier defaults (``bench/results/selection-protocol.json``:
-the same datasets, sizes, seeds, so the same training and test texts), and
-prints per dataset and size, mean ± standard error over the draws:
-
-- the held-out estimate's bias (estimate − test neg-log-loss) and how often
-  ``held_out_score_ ± 2 * held_out_score_sem_`` covers the test score, before
-  and after;
-- the pick's test log-loss minus zero-shot's, and the draws where it is worse
-  by more than 0.05 nats;
-- each selection rule's pick (from the same split scores: "best", "guarded",
-  "one_se"), its test accuracy and log-loss: what the guard costs or buys.
+"""Issue 43: what the nested, every-text estimate changed, draw by draw. From
+``bench/results/selection-nested.json`` (the new defaults) and
+``selection-protocol.json`` (the earlier ones; same seeds, so the same texts),
+per dataset and size, mean ± SE over draws: the estimate's bias against the
+test neg-log-loss and how often ±2 SE covers it, before and after; the pick's
+test log-loss minus zero-shot's (and draws worse by > 0.05 nats); and each
+rule's pick ("best", "guarded", "one_se") on the same split scores.
 
 Run: ``python bench/experiments/honest-estimate-2026-12-04/compare.py`` (no engine).
 """

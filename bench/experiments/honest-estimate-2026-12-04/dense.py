@@ -1,23 +1,14 @@
 """Issue 43, tried and lost: a stacked nested choice scored from more texts.
+``dense-draws.json`` (SST-2) and ``dense-trec-draws.json`` (TREC drawn alike)
+are 128-text runs of ``bench/selection.py --repeats 1`` at commit 432c436,
+where a stacked split was scored with heads fitted on 95% of the texts
+instead of 80%; this prints, against the library's estimate on the same draws
+(``bench/results/selection-nested*.json``), the bias and ±2 SE coverage before
+and after, for all picks and the stacked ones, and whether every pick stayed.
 
-At commit 432c436 the nested estimate scored a split whose choice was the
-stacked candidate with heads fitted on every text but a quarter of the split
-(95% of the texts at 5 folds) instead of the 80% outside it, to test whether
-the stacked picks' pessimism at 128 texts was a learning-curve bias. This
-compares that run (``dense-draws.json`` here: SST-2 at 128 texts, 10 draws,
-written by ``bench/selection.py --datasets sst2 --sizes 128 --repeats 1
---name selection-dense`` at that commit, then moved here) with the run of
-the library's estimate on the same draws (``bench/results/selection-nested.json``:
-the same seeds, so the same training and test texts), and prints the
-estimate's bias (``held_out_score_`` − the pick's test neg-log-loss; + is
-optimistic) and how often ``held_out_score_ ± 2 * held_out_score_sem_``
-covers the test score, before and after, for every draw and for the draws
-whose pick is the stacked candidate; and whether every draw kept its pick
-(the change touched the estimate only).
-
-Rerun: ``git checkout 432c436 -- llm_label_clf/selection``, the bench command
-above, ``git checkout HEAD -- llm_label_clf/selection``, move the JSON here,
-then ``python bench/experiments/honest-estimate-2026-12-04/dense.py`` (no engine).
+Rerun: ``git checkout 432c436 -- llm_label_clf/selection``, ``python bench/selection.py
+--datasets sst2 --sizes 128 --repeats 1 --name selection-dense``, ``git checkout HEAD --
+llm_label_clf/selection``, move the JSON here, then this script (no engine).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Issue 43: the estimate's bias with the fixed test set's own sampling error.
-
-Every draw of a cell is scored on the same 300 test texts, so the test set's
-luck is shared by the draws: the standard error over draws cannot see it, and
-a bias "significant" over 10 draws may be that one test set's. This reads the
-protocol runs that record the pick's per-text test losses (``test_losses``,
-``bench/selection.py`` since 2026-12-05) and prints, per dataset and size,
-the mean bias (``held_out_score_`` − test neg-log-loss; + optimistic) with
-two standard errors: over the draws alone (as the protocol's table), and
-from a bootstrap that resamples the draws and, independently, the test
-texts (each resampled text keeps its loss in every draw), so both sources of
-noise are in it. Also the test set's share alone (draws fixed).
+Every draw is scored on the same test texts, so the SE over draws cannot see
+their luck. From the runs that record each pick's per-text test losses, per
+dataset and size: the mean bias with its SE over draws, over draws and test
+texts bootstrapped jointly, and over the test texts alone.
 
 Run: ``python bench/experiments/honest-estimate-2026-12-04/test_error.py [RUN ...]``
 (default: ``selection-nested`` and ``selection-nested-trec-iid``; no engine).
