@@ -11,9 +11,9 @@ held-out log-probabilities (``temperature``) and refits it, again from the
 same reads (``ReadCache``). A few-shot reader reads each text under the
 refit's prompt, and each of that prompt's examples under it with the example
 swapped for another text of its class (``reads``), so every labelled text is
-scored by every candidate. When the largest few-shot count
-leaves too few texts to score it, the choice is a fixed fallback instead
-(``small_data``)."""
+scored by every candidate. A candidate that too few texts of a class
+leave unscorable (a few-shot count, a learned calibration's refit) is left
+out, with one warning; the rest are scored and chosen among."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from ..reading.driver import reads_per_text
 from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
 from .estimate import bootstrap_sem, nested_choices, pair_splits
-from .folds import refittable, results, scorer, split_rows, usable_few_shots
+from .folds import refittable, results, scorer, split_rows, usable_few_shots, warn_left_out
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
 from .scores import ReaderReads, StackingHead, fold_model, score_fold
@@ -51,7 +51,7 @@ from .temperature import fit_temperature, shrunk, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
 
-#: What ``small_data`` takes: the unscored fallback, or the search's own choice.
+#: The values ``small_data`` takes (both choose among the scored candidates since issue 54).
 SMALL_DATA = ("fallback", "search")
 
 
@@ -94,10 +94,13 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         none under a prompt that shows it.
         A count that would leave fewer than 4 texts, or fewer than 2 classes
         with 2 texts, outside its examples is lowered to the largest count
-        that leaves enough (or left out when none does), with a warning.
-        A count with ``calibration="learned"`` is left out (with a warning)
-        where a class has fewer than the count + 2 texts: the refit fits that
-        regression on 2 texts of every class outside the examples at least.
+        that leaves enough (or left out when none does).
+        A count with ``calibration="learned"`` is left out where a class has
+        fewer than the count + 2 texts: the refit fits that regression on 2
+        texts of every class outside the examples at least. One warning
+        names what was left out and the class counts; the other candidates
+        are scored and chosen among (59 texts of one class and 5 of another
+        score every zero-shot candidate and few_shot=3).
     calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -127,8 +130,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         to it, with a warning. The nested ``held_out_score_`` needs 3.
     refit : bool or str, default=True
         Refit the chosen candidate on all training texts (from the same
-        reads; the ``small_data`` fallback reads its own prompt). With
-        several scorers, the name of the one that chooses.
+        reads). With several scorers, the name of the one that chooses.
     rule : {"guarded", "best", "one_se"}, default="guarded"
         How the candidate is chosen from the ``refit`` metric. "best": the
         highest mean score. "guarded": the highest mean, where it beats the
@@ -171,27 +173,17 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         TREC 0.071 to 0.079) and lowered it at 128 (0.056 to 0.052, 0.080
         to 0.069).
     small_data : {"fallback", "search"}, default="fallback"
-        What fit chooses when the largest of ``few_shots`` leaves too few
-        texts outside its examples to score it (the count ``few_shots`` says
-        is lowered or left out). "fallback": the first prompt with that
-        count and batch calibration (prior from y), fitted on every text
-        without being scored: its row, last in ``cv_results_``, has NaN
-        scores, as have ``best_score_`` and ``held_out_score_``, and
-        ``temperature_`` is 1; the candidates that could be scored are still
-        in ``cv_results_``. "search": the choice among those, as with more
-        texts. The default is what the design sets measured
-        (``bench/selection.py``, 16 texts, 10 draws each, paired with the
-        search's own choice): on TREC, where few_shot=4 was lowered in every
-        draw, the fallback scored 17.1 ± 2.7 accuracy points above the
-        search, ECE 0.083 against 0.146; on SST-2 it fired in one draw (+11
-        points there). On the report sets it fired in every 16-text draw:
-        AG News +3.8 ± 1.9 points (ECE 0.125 against 0.093), emotion
-        -6.1 ± 3.5 (ECE 0.077 against 0.108; six imbalanced classes, where
-        the search picked 1 or 2 examples per class with contextual or batch
-        calibration in 8 of 10 draws, and that scored better than 4). The
-        fallback's own reads (its examples' prompt, over the few texts
-        outside them and the content-free inputs) come on top of
-        ``max_passes``' budget: 0.1-0.2 zero-shot passes at 16 texts.
+        No longer changes the fit; kept so that code passing it still runs.
+        Until issue 54, "fallback" took, where the largest of ``few_shots``
+        was lowered, the first prompt with that count and batch calibration,
+        unscored (``best_score_`` and ``held_out_score_`` NaN), even where the
+        other candidates could be scored (59 texts of one class and 5 of
+        another). Now the search scores what can be scored and chooses among
+        it, as "search" did; where nothing can be scored fit raises
+        ValueError before reading, naming what to pass. (On the design sets
+        at 16 texts the fallback had scored above the search: TREC +17.1 ±
+        2.7 accuracy points; on emotion below it, -6.1 ± 3.5;
+        ``bench/selection.py``.)
     max_passes : float or None, default=10.0
         The most zero-shot passes over the training texts fit may read (reads
         per text of every reader, content-free inputs included, over those of
@@ -225,7 +217,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         The chosen candidate's mean cross-validated score (negated log-loss
         by default), on the very splits that chose it: optimistic, the more
         so the more candidates and the fewer texts.
-        NaN for the unscored fallback (``small_data``).
     held_out_score_ : float
         The expected score of choosing by ``rule`` on new texts, estimated by
         nested cross-validation from the same reads (``estimate``): for each
@@ -233,9 +224,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         fitted without that split's rows, and its choice, fitted on every
         other row, is scored on the split; the mean over the splits. Compare
         it with ``best_score_`` to see how much the choice flattered itself.
-        NaN, with a warning saying why, with fewer than 3 folds, where no
-        candidate could be scored on a split, or for the unscored fallback
-        (``small_data``).
+        NaN, with a warning saying why, with fewer than 3 folds, or where no
+        candidate could be scored on a split.
     held_out_score_sem_ : float
         Its standard error, from the texts: the standard deviation of the
         estimate over ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws of the
@@ -247,8 +237,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         mean of ``split<k>_test_<metric>`` at these rows.
     temperature_ : float
         The (shrunk) temperature applied to ``best_estimator_``'s probabilities
-        (``recalibrate``); 1.0 when not recalibrated, or for the unscored
-        fallback (``small_data``), which has no held-out predictions.
+        (``recalibrate``); 1.0 when not recalibrated.
     best_estimator_ : LLMLabelClassifier or Pipeline
         The chosen candidate refitted on every training text (with
         ``refit``): what ``predict`` uses, and ``predict_proba`` with
@@ -415,7 +404,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             )
         drop_fitted(self)  # a refit starts from nothing, whatever the last fit set
         y_values = np.asarray(target.columns[0])
-        few_shots = usable_few_shots(self.few_shots, y_values)
+        few_shots, lowered = usable_few_shots(self.few_shots, y_values)
         readers, found = candidates(
             base.get_params(),
             prompts=self.prompts,
@@ -431,10 +420,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         for c in found:  # every candidate checked before the engine is asked for
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
-        found = refittable(found, y_values)
-        fallback = self._fallback(readers, few_shots)  # after the checks: its count is then an int
-        if fallback is not None:
-            _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
+        found, unfittable = refittable(found, y_values)
+        warn_left_out(y_values, lowered, unfittable)  # one warning: what cannot be scored, the rest is
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active(), _each_warning_once():
@@ -445,11 +432,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
             reads = [read_reader(r, records, y_index, name) for r in _bar(fitted, base.progress, "reading", "reader")]
             self.readers_ = readers
-            unscored = [fallback] if fallback else []
-            held_out = self._score(base, found, reads, classes, y_index, folds, unscored)
-            if fallback:
-                self._choose_fallback(len(found), fallback)
-            chosen = [*found, *unscored][self.best_index_]
+            held_out = self._score(base, found, reads, classes, y_index, folds)
+            chosen = found[self.best_index_]
             recalibrated = self.recalibrate is not None
             self.temperature_ = self._temperature(held_out[self.best_index_], y_index, folds) if recalibrated else 1.0
             if self.refit:
@@ -465,33 +449,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         }
         self.classes_ = classes
         return self
-
-    def _fallback(self, readers: list[dict[str, Any]], few_shots: list[int]) -> Candidate | None:
-        """The candidate ``small_data="fallback"`` takes unscored: the first
-        reader's prompt with the largest of ``few_shots`` and batch
-        calibration (prior from y); None when that count can be scored
-        (``usable_few_shots`` kept it) or ``small_data`` is "search"."""
-        largest = max(int(k) for k in self.few_shots)
-        if self.small_data != "fallback" or largest == 0 or largest in few_shots:
-            return None
-        return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
-
-    def _choose_fallback(self, index: int, fallback: Candidate) -> None:
-        """Makes the fallback, row ``index`` of ``cv_results_``, the choice:
-        it was never scored, so its scores and the estimate are NaN. Warns."""
-        self.best_index_ = index
-        self.best_params_ = dict(fallback.params)
-        self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
-        self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
-        count = fallback.params["few_shot"]
-        warn_user(
-            f"{type(self).__name__}: too few training texts to score few_shot={count} (it would leave fewer than 4 "
-            f"outside the examples, or fewer than 2 classes with 2), so best_estimator_ is the fallback "
-            f"(small_data='fallback'): the first prompt with few_shot={count} and batch calibration, unscored; "
-            "best_score_ and held_out_score_ are NaN, and cv_results_ scores the other candidates. Pass more "
-            "labelled texts to score it, or small_data='search' to choose among the scored candidates.",
-            UserWarning,
-        )
 
     def _plan(
         self, base: LLMLabelClassifier, readers: list[dict[str, Any]], X: Any, y: np.ndarray
@@ -541,15 +498,13 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         classes: np.ndarray,
         y_index: np.ndarray,
         folds: list[Any],
-        unscored: list[Candidate],
     ) -> list[list[np.ndarray | None]]:
         """Scores every candidate on every split and on every inner split
-        (``estimate.pair_splits``), sets ``cv_results_`` (the ``unscored``
-        candidates last, with NaN scores), chooses by ``rule`` (the
-        ``best_*`` attributes) and estimates the choice on held-out splits
-        (``held_out_score_``). Returns each candidate's held-out
-        log-probabilities per split (None where it could not be fitted or
-        was not scored): the chosen one's calibrate the refit."""
+        (``estimate.pair_splits``), sets ``cv_results_``, chooses by ``rule``
+        (the ``best_*`` attributes) and estimates the choice on held-out
+        splits (``held_out_score_``). Returns each candidate's held-out
+        log-probabilities per split (None where it could not be fitted):
+        the chosen one's calibrate the refit."""
         name = type(self).__name__
         pairs = pair_splits(folds, self.n_folds_) if self.n_folds_ >= 2 else []
         per_split: list[list[dict[str, float] | None]] = []
@@ -603,11 +558,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                 f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
                 UserWarning,
             )
-        per_split += [[None] * len(folds) for _ in unscored]
-        held_out += [[None] * len(folds) for _ in unscored]
         filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
-        rows = [*found, *unscored]
-        self.cv_results_ = results(rows, filled, self.n_folds_, [complexity_of(c) for c in rows])
+        self.cv_results_ = results(found, filled, self.n_folds_, [complexity_of(c) for c in found])
         metric = self._refit_metric(names)
         means, sems = self.cv_results_[f"mean_test_{metric}"], self.cv_results_[f"sem_test_{metric}"]
         complexity = self.cv_results_["complexity"]
@@ -661,9 +613,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             for (s, j), score in pairs.items():
                 if score is not None:
                     inner_table[c, s, j] = score.get(metric, score.get("score"))
-        found = len(inner)  # the unscored fallback's row, last, has no inner scores
-        chosen = nested_choices(table[:found], inner_table[:found], self.cv_results_["complexity"][:found],
-                                self.rule, self.n_folds_)
+        chosen = nested_choices(table, inner_table, self.cv_results_["complexity"], self.rule, self.n_folds_)
         if (chosen < 0).any():
             warn_user(
                 f"{name}: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no candidate "
