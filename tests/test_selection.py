@@ -26,7 +26,7 @@ from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
-from llm_label_clf.selection.folds import refittable, usable_few_shots, warn_left_out
+from llm_label_clf.selection.folds import refittable, too_small_for_examples, usable_few_shots, warn_left_out
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
 from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
@@ -249,10 +249,13 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     """Nine texts, three positive: three or two examples per class would leave
     fewer than two positives to score, so few_shot=3 is lowered to 1; five
     texts are too few for any examples, so few_shot is left out there. The
-    five folds stay (the three positives are tested in three of them). One
-    warning per fit says what was left out, with the class counts, and the
-    choice is among the scored candidates whatever ``small_data`` says (issue
-    54: no unscored fallback while a candidate can be scored)."""
+    five folds stay (the three positives are tested in three of them). With
+    ``small_data="search"`` the choice is among those candidates. Nine texts
+    are also too few for 3 examples per class overall (9 < 2 x 3 x 2), so by
+    default the choice is the unscored fallback, few_shot=3 with batch
+    calibration, last in ``cv_results_``, the estimator that fitting it alone
+    gives. One warning per fit says what was left out, with the class
+    counts, and which of the two was taken."""
     X, y = sst2
     rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:3]])
     texts, labels = [X[i] for i in rows], y[rows]
@@ -266,21 +269,34 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     said = [str(w.message) for w in caught]
     left_out = [m for m in said if "few_shot=3 lowered to 1" in m]
     assert len(left_out) == 3, said  # one per fit
-    assert "with 9 training texts in 2 classes ('negative' 6, 'positive' 3), few_shot=3 lowered to 1" in left_out[0]
-    assert not any("stratified folds" in m or "least populated class" in m or "fallback" in m for m in said)
+    assert all("with 9 training texts in 2 classes ('negative' 6, 'positive' 3), few_shot=3 lowered to 1" in m
+               for m in left_out)
+    assert "the choice is among them" in left_out[0] and "fallback" not in left_out[0]  # small_data="search"
+    fell_back = "9 texts are fewer than 2 x few_shot=3 x 2 classes, so best_estimator_ is the fallback (small_data="
+    assert all(fell_back in m for m in left_out[1:])  # the default's fits, not the search's
+    assert not any("stratified folds" in m or "least populated class" in m for m in said)
     assert cv.n_splits_ == 5 and len(cv.cv_results_["split4_test_score"]) == 4
     assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1}
     assert cv.best_params_["few_shot"] in (0, 1) and np.isfinite(cv.best_score_)
-    # the default small_data: the same rows, scores and choice as "search"
-    assert default.get_params()["small_data"] == "fallback"
-    assert default.best_index_ == cv.best_index_ and default.best_params_ == cv.best_params_
+    # the default: the search's rows, then the fallback's, unscored and chosen
+    assert len(default.cv_results_["params"]) == 5 and default.best_index_ == 4
     for key in ("mean_test_score", *(f"split{k}_test_score" for k in range(5))):
-        np.testing.assert_array_equal(default.cv_results_[key], cv.cv_results_[key])
-    assert default.best_score_ == cv.best_score_
-    # several scorers, a temperature asked for: the same rows, chosen by accuracy, a temperature fitted
-    np.testing.assert_array_equal(scored.cv_results_["mean_test_neg_log_loss"], cv.cv_results_["mean_test_score"])
-    assert np.isfinite(scored.best_score_) and scored.temperature_ > 0
-    assert scored.best_score_ == scored.cv_results_["mean_test_accuracy"][scored.best_index_]
+        np.testing.assert_array_equal(default.cv_results_[key][:4], cv.cv_results_[key])
+        assert np.isnan(default.cv_results_[key][4])
+    assert default.best_params_ == {"prompt": SST2_TEMPLATE, "few_shot": 3, "label_mode": "auto", "length_norm": None,
+                                    "labels": None, "calibration": "batch", "calibration_prior": "y"}
+    assert np.isnan(default.best_score_) and np.isnan(default.held_out_score_) and default.temperature_ == 1.0
+    # several scorers, a temperature asked for: the same fallback row, NaN in every metric, no temperature to fit
+    assert scored.get_params()["small_data"] == "fallback" and scored.best_index_ == 4
+    assert scored.best_params_ == default.best_params_ and scored.temperature_ == 1.0
+    for metric in ("neg_log_loss", "accuracy"):
+        assert np.isnan(scored.cv_results_[f"mean_test_{metric}"][4])
+        assert scored.cv_results_[f"rank_test_{metric}"][4] == 5  # ranks last, as GridSearchCV's NaN
+    np.testing.assert_array_equal(scored.cv_results_["mean_test_neg_log_loss"][:4], cv.cv_results_["mean_test_score"])
+    alone = clone(base).set_params(**default.best_params_).fit(texts, labels)
+    assert alone.few_shot_rows_ == default.best_estimator_.few_shot_rows_ and len(alone.few_shot_rows_) == 6
+    np.testing.assert_allclose(default.predict_proba(X[-4:]), alone.predict_proba(X[-4:]), atol=CACHE_TOLERANCE)
+    assert not np.allclose(default.predict_proba(X[-4:]), cv.predict_proba(X[-4:]), atol=CACHE_TOLERANCE)
     five = [X[i] for i in rows[[0, 1, 2, 6, 7]]], y[rows[[0, 1, 2, 6, 7]]]  # 3 negative, 2 positive
     with pytest.warns(UserWarning) as caught:
         few = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), small_data="search", **small).fit(*five)
@@ -524,6 +540,33 @@ def test_one_warning_names_what_cannot_be_scored_and_the_class_counts():
     assert len(caught) == 1
     assert "('a' 12, 'b' 3, 'c' 1), few_shot=4 lowered to 1: " in str(caught[0].message)
     assert "calibration='learned' with few_shot=1 (class 'c' has 1 texts) is left out" in str(caught[0].message)
+
+
+def test_texts_too_few_for_the_examples_overall_is_twice_the_examples():
+    """``small_data``'s rule: the texts are too few for the largest few-shot
+    count when its examples would take more than half of them, n < 2 x count
+    x classes. 16 texts in 2 classes with few_shot=4 are not, 15 are; 64
+    texts of 59 and 5 are not (the search scores them, issue 54), however
+    short the rarer class; 16 texts in 6 classes are; no examples, never."""
+    assert not too_small_for_examples(16, 2, [0, 4])
+    assert too_small_for_examples(15, 2, [0, 4])
+    y = np.array(["ham"] * 59 + ["spam"] * 5)
+    assert not too_small_for_examples(len(y), len(np.unique(y)), (0, 4))
+    assert usable_few_shots((0, 4), y)[0] == [0, 3]  # lowered, yet not too small: no fallback
+    assert too_small_for_examples(16, 6, (0, 4)) and too_small_for_examples(9, 2, [0, 3])
+    assert not too_small_for_examples(1, 2, [0]) and not too_small_for_examples(1, 2, [])
+    # the search takes the fallback where the largest count was lowered and the texts are too small (no engine)
+    readers = [{"prompt": SST2_TEMPLATE, "few_shot": 0}]
+    search = LLMLabelClassifierCV(few_shots=(0, 4))
+    assert search._fallback(readers, [0, 3], y) is None  # 59/5: lowered, but scored
+    nine = np.array(["negative"] * 6 + ["positive"] * 3)
+    fallback = search._fallback(readers, [0, 1], nine)
+    assert fallback.params == {"prompt": SST2_TEMPLATE, "few_shot": 4, "calibration": "batch", "calibration_prior": "y"}
+    assert search._fallback(readers, [0, 4], np.array(["a"] * 8 + ["b"] * 7)) is None  # 15 texts, 4 scorable
+    assert search.set_params(small_data="search")._fallback(readers, [0, 1], nine) is None
+    with pytest.warns(UserWarning, match=r"9 texts are fewer than 2 x few_shot=4 x 2 classes, so best_estimator_ is "
+                                         r"the fallback \(small_data='fallback'\)"):
+        warn_left_out(nine, ["few_shot=4 lowered to 1"], [], fallback=4)
 
 
 def test_one_se_takes_the_simplest_within_one_standard_error_and_best_the_highest():

@@ -1,6 +1,7 @@
 """How ``LLMLabelClassifierCV`` splits and scores its training texts: which
 few-shot counts leave enough texts to score by and which learned few-shot
-candidates can be refitted (one warning names those left out), how many
+candidates can be refitted (one warning names those left out), whether the
+texts are too few for the examples at all (``small_data``), how many
 stratified folds the smallest class allows, the (repeated) folds themselves,
 the scorer (log-loss told every class), and ``cv_results_`` in
 ``GridSearchCV``'s layout. Plain functions of the labels and the scores;
@@ -23,7 +24,16 @@ from ..fitting.calibration import LEARNED_MIN_PER_CLASS
 from .candidates import Candidate
 from .rules import split_sem
 
-__all__ = ["fold_count", "refittable", "results", "scorer", "split_rows", "usable_few_shots", "warn_left_out"]
+__all__ = [
+    "fold_count",
+    "refittable",
+    "results",
+    "scorer",
+    "split_rows",
+    "too_small_for_examples",
+    "usable_few_shots",
+    "warn_left_out",
+]
 
 #: Why ``refittable`` leaves a learned few-shot candidate out.
 _LEARNED_WHY = "its refit fits the regression on the texts outside the examples, at least 2 of every class"
@@ -84,6 +94,15 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> tuple[Any, list[str]]:
     return kept, lowered
 
 
+def too_small_for_examples(n_texts: int, n_classes: int, few_shots: Sequence[int]) -> bool:
+    """Whether ``n_texts`` training texts in ``n_classes`` classes are too few
+    for the largest of ``few_shots`` overall: its examples would take more
+    than half of them (``n_texts < 2 * max(few_shots) * n_classes``; 16 texts
+    in 2 to 6 classes with few_shot=4, where ``small_data``'s fallback was
+    measured, are; 64 texts of 59 and 5 are not). False without examples."""
+    return n_texts < 2 * max((int(k) for k in few_shots), default=0) * n_classes
+
+
 def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str]]:
     """The candidates of ``found`` whose refit on every text can be fitted,
     in order, and those left out ("few_shot=4 (class 'c' has 5 texts)") for
@@ -114,12 +133,13 @@ def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str
     return kept, said
 
 
-def warn_left_out(y: np.ndarray, lowered: Sequence[str], unfittable: Sequence[str]) -> None:
+def warn_left_out(y: np.ndarray, lowered: Sequence[str], unfittable: Sequence[str], fallback: int = 0) -> None:
     """One warning for every candidate the search leaves out because it could
     not be scored or refitted (``usable_few_shots``' ``lowered``,
     ``refittable``'s ``unfittable``), with the class counts that rule them
     out; nothing when there is none. The candidates that can be scored are
-    scored and chosen among; those left out are not in ``cv_results_``."""
+    scored and chosen among, or, with ``fallback`` (a few-shot count), the
+    search's ``small_data`` fallback with that count is taken unscored."""
     if not lowered and not unfittable:
         return
     labels, counts = np.unique(y, return_counts=True)
@@ -136,10 +156,18 @@ def warn_left_out(y: np.ndarray, lowered: Sequence[str], unfittable: Sequence[st
         )
     if unfittable:
         reasons.append(f"calibration='learned' with {'; '.join(unfittable)} is left out: {_LEARNED_WHY}")
+    ending = (
+        f"{len(y)} texts are fewer than 2 x few_shot={fallback} x {len(labels)} classes, so best_estimator_ is the "
+        f"fallback (small_data='fallback'): the first prompt with few_shot={fallback} and batch calibration, "
+        "unscored; best_score_ and held_out_score_ are NaN, and cv_results_ scores the other candidates. Pass more "
+        "labelled texts to score it, or small_data='search' to choose among the scored candidates."
+        if fallback
+        else "The candidates left out are not in cv_results_; the others are scored and the choice is among them. "
+        "Pass more labelled texts of the smaller classes to try them."
+    )
     warn_user(
         f"LLMLabelClassifierCV: with {len(y)} training texts in {len(labels)} classes ({named}), "
-        f"{'; '.join(reasons)}. The candidates left out are not in cv_results_; the others are scored and the "
-        "choice is among them. Pass more labelled texts of the smaller classes to try them.",
+        f"{'; '.join(reasons)}. {ending}",
         UserWarning,
     )
 

@@ -13,7 +13,8 @@ refit's prompt, and each of that prompt's examples under it with the example
 swapped for another text of its class (``reads``), so every labelled text is
 scored by every candidate. A candidate that too few texts of a class
 leave unscorable (a few-shot count, a learned calibration's refit) is left
-out, with one warning; the rest are scored and chosen among."""
+out, with one warning; the rest are scored and chosen among. On texts too
+few for the examples at all, the choice is a fixed fallback (``small_data``)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from ..reading.driver import reads_per_text
 from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
 from .estimate import bootstrap_sem, nested_choices, pair_splits
-from .folds import refittable, results, scorer, split_rows, usable_few_shots, warn_left_out
+from .folds import refittable, results, scorer, split_rows, too_small_for_examples, usable_few_shots, warn_left_out
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
 from .scores import ReaderReads, StackingHead, fold_model, score_fold
@@ -51,7 +52,7 @@ from .temperature import fit_temperature, shrunk, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
 
-#: The values ``small_data`` takes (both choose among the scored candidates since issue 54).
+#: What ``small_data`` takes: the unscored fallback on texts too few for the examples, or the search's own choice.
 SMALL_DATA = ("fallback", "search")
 
 
@@ -100,7 +101,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         texts of every class outside the examples at least. One warning
         names what was left out and the class counts; the other candidates
         are scored and chosen among (59 texts of one class and 5 of another
-        score every zero-shot candidate and few_shot=3).
+        score every zero-shot candidate and few_shot=3), unless the texts
+        are too few for the examples at all (``small_data``).
     calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -130,7 +132,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         to it, with a warning. The nested ``held_out_score_`` needs 3.
     refit : bool or str, default=True
         Refit the chosen candidate on all training texts (from the same
-        reads). With several scorers, the name of the one that chooses.
+        reads; the ``small_data`` fallback reads its own prompt). With
+        several scorers, the name of the one that chooses.
     rule : {"guarded", "best", "one_se"}, default="guarded"
         How the candidate is chosen from the ``refit`` metric. "best": the
         highest mean score. "guarded": the highest mean, where it beats the
@@ -173,17 +176,22 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         TREC 0.071 to 0.079) and lowered it at 128 (0.056 to 0.052, 0.080
         to 0.069).
     small_data : {"fallback", "search"}, default="fallback"
-        No longer changes the fit; kept so that code passing it still runs.
-        Until issue 54, "fallback" took, where the largest of ``few_shots``
-        was lowered, the first prompt with that count and batch calibration,
-        unscored (``best_score_`` and ``held_out_score_`` NaN), even where the
-        other candidates could be scored (59 texts of one class and 5 of
-        another). Now the search scores what can be scored and chooses among
-        it, as "search" did; where nothing can be scored fit raises
-        ValueError before reading, naming what to pass. (On the design sets
-        at 16 texts the fallback had scored above the search: TREC +17.1 ±
-        2.7 accuracy points; on emotion below it, -6.1 ± 3.5;
-        ``bench/selection.py``.)
+        What fit chooses when the largest of ``few_shots`` had to be lowered
+        (or left out) and the texts are too few for it overall: fewer than
+        2 x that count x the classes (``folds.too_small_for_examples``: the
+        examples would take more than half of them). "fallback": the first
+        prompt with that count and batch calibration (prior from y), fitted
+        on every text unscored: its row, last in ``cv_results_``, has NaN
+        scores, as have ``best_score_`` and ``held_out_score_``, and
+        ``temperature_`` is 1. "search", and any data not that small (64
+        texts of 59 and 5, say, which the fallback had left unscored until
+        issue 54): the choice among the scored candidates. Measured at 16
+        texts with few_shot=4 (``bench/selection.py``, 10 draws each, paired
+        with the search's choice), the fallback scored above the search on
+        TREC (+17.1 ± 2.7 accuracy points), AG News (+3.8 ± 1.9) and SST-2's
+        one draw where it fired (+11; 16 texts in 2 classes are no longer
+        too few), below it on emotion (-6.1 ± 3.5). Its own reads come on
+        top of ``max_passes``' budget (0.1-0.2 zero-shot passes at 16 texts).
     max_passes : float or None, default=10.0
         The most zero-shot passes over the training texts fit may read (reads
         per text of every reader, content-free inputs included, over those of
@@ -217,6 +225,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         The chosen candidate's mean cross-validated score (negated log-loss
         by default), on the very splits that chose it: optimistic, the more
         so the more candidates and the fewer texts.
+        NaN for the unscored fallback (``small_data``).
     held_out_score_ : float
         The expected score of choosing by ``rule`` on new texts, estimated by
         nested cross-validation from the same reads (``estimate``): for each
@@ -224,8 +233,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         fitted without that split's rows, and its choice, fitted on every
         other row, is scored on the split; the mean over the splits. Compare
         it with ``best_score_`` to see how much the choice flattered itself.
-        NaN, with a warning saying why, with fewer than 3 folds, or where no
-        candidate could be scored on a split.
+        NaN, with a warning saying why, with fewer than 3 folds, where no
+        candidate could be scored on a split, or for the unscored fallback.
     held_out_score_sem_ : float
         Its standard error, from the texts: the standard deviation of the
         estimate over ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws of the
@@ -237,7 +246,8 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         mean of ``split<k>_test_<metric>`` at these rows.
     temperature_ : float
         The (shrunk) temperature applied to ``best_estimator_``'s probabilities
-        (``recalibrate``); 1.0 when not recalibrated.
+        (``recalibrate``); 1.0 when not recalibrated, or for the unscored
+        fallback (``small_data``), which has no held-out predictions.
     best_estimator_ : LLMLabelClassifier or Pipeline
         The chosen candidate refitted on every training text (with
         ``refit``): what ``predict`` uses, and ``predict_proba`` with
@@ -421,7 +431,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
         found, unfittable = refittable(found, y_values)
-        warn_left_out(y_values, lowered, unfittable)  # one warning: what cannot be scored, the rest is
+        fallback = self._fallback(readers, few_shots, y_values)  # after the checks: its count is then an int
+        if fallback is not None:
+            _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
+        warn_left_out(y_values, lowered, unfittable, fallback.params["few_shot"] if fallback else 0)  # one warning
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active(), _each_warning_once():
@@ -432,8 +445,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
             reads = [read_reader(r, records, y_index, name) for r in _bar(fitted, base.progress, "reading", "reader")]
             self.readers_ = readers
-            held_out = self._score(base, found, reads, classes, y_index, folds)
-            chosen = found[self.best_index_]
+            unscored = [fallback] if fallback else []
+            held_out = self._score(base, found, reads, classes, y_index, folds, unscored)
+            if fallback:
+                self._choose_fallback(len(found), fallback)
+            chosen = [*found, *unscored][self.best_index_]
             recalibrated = self.recalibrate is not None
             self.temperature_ = self._temperature(held_out[self.best_index_], y_index, folds) if recalibrated else 1.0
             if self.refit:
@@ -449,6 +465,26 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         }
         self.classes_ = classes
         return self
+
+    def _fallback(self, readers: list[dict[str, Any]], few_shots: list[int], y: np.ndarray) -> Candidate | None:
+        """The candidate ``small_data="fallback"`` takes unscored: the first
+        reader's prompt with the largest of ``few_shots`` and batch
+        calibration (prior from y); None when that count can be scored
+        (``usable_few_shots`` kept it), the texts are not too few for it
+        (``too_small_for_examples``) or ``small_data`` is "search"."""
+        largest = max(int(k) for k in self.few_shots)
+        small = too_small_for_examples(len(y), len(np.unique(y)), self.few_shots)
+        if self.small_data != "fallback" or largest in few_shots or not small:
+            return None
+        return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
+
+    def _choose_fallback(self, index: int, fallback: Candidate) -> None:
+        """Makes the fallback, row ``index`` of ``cv_results_``, the choice:
+        it was never scored, so its scores and the estimate are NaN."""
+        self.best_index_ = index
+        self.best_params_ = dict(fallback.params)
+        self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
+        self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
 
     def _plan(
         self, base: LLMLabelClassifier, readers: list[dict[str, Any]], X: Any, y: np.ndarray
@@ -498,13 +534,15 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         classes: np.ndarray,
         y_index: np.ndarray,
         folds: list[Any],
+        unscored: list[Candidate],
     ) -> list[list[np.ndarray | None]]:
         """Scores every candidate on every split and on every inner split
-        (``estimate.pair_splits``), sets ``cv_results_``, chooses by ``rule``
-        (the ``best_*`` attributes) and estimates the choice on held-out
-        splits (``held_out_score_``). Returns each candidate's held-out
-        log-probabilities per split (None where it could not be fitted):
-        the chosen one's calibrate the refit."""
+        (``estimate.pair_splits``), sets ``cv_results_`` (the ``unscored``
+        candidates last, with NaN scores), chooses by ``rule`` (the
+        ``best_*`` attributes) and estimates the choice on held-out splits
+        (``held_out_score_``). Returns each candidate's held-out
+        log-probabilities per split (None where it could not be fitted or
+        was not scored): the chosen one's calibrate the refit."""
         name = type(self).__name__
         pairs = pair_splits(folds, self.n_folds_) if self.n_folds_ >= 2 else []
         per_split: list[list[dict[str, float] | None]] = []
@@ -558,8 +596,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
                 f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
                 UserWarning,
             )
+        per_split += [[None] * len(folds) for _ in unscored]
+        held_out += [[None] * len(folds) for _ in unscored]
         filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
-        self.cv_results_ = results(found, filled, self.n_folds_, [complexity_of(c) for c in found])
+        rows = [*found, *unscored]
+        self.cv_results_ = results(rows, filled, self.n_folds_, [complexity_of(c) for c in rows])
         metric = self._refit_metric(names)
         means, sems = self.cv_results_[f"mean_test_{metric}"], self.cv_results_[f"sem_test_{metric}"]
         complexity = self.cv_results_["complexity"]
@@ -613,7 +654,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             for (s, j), score in pairs.items():
                 if score is not None:
                     inner_table[c, s, j] = score.get(metric, score.get("score"))
-        chosen = nested_choices(table, inner_table, self.cv_results_["complexity"], self.rule, self.n_folds_)
+        found = len(inner)  # the unscored fallback's row, last, has no inner scores
+        chosen = nested_choices(table[:found], inner_table[:found], self.cv_results_["complexity"][:found],
+                                self.rule, self.n_folds_)
         if (chosen < 0).any():
             warn_user(
                 f"{name}: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no candidate "
