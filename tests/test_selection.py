@@ -10,6 +10,7 @@ weights."""
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
-from llm_label_clf.selection.folds import refittable
+from llm_label_clf.selection.folds import refittable, too_small_for_examples, usable_few_shots, warn_left_out
 from llm_label_clf.selection.plans import fitted_plans
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
@@ -251,9 +252,12 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     fewer than two positives to score, so few_shot=3 is lowered to 1; five
     texts are too few for any examples, so few_shot is left out there. The
     five folds stay (the three positives are tested in three of them). With
-    ``small_data="search"`` the choice is among those candidates; by default
-    it is the unscored fallback, few_shot=3 with batch calibration, last in
-    ``cv_results_``, the estimator that fitting it alone gives."""
+    ``small_data="search"`` the choice is among those candidates. Nine texts
+    are also too few for 3 examples per class overall (9 < 2 x 3 x 2), so by
+    default the choice is the unscored fallback, few_shot=3 with batch
+    calibration, last in ``cv_results_``, the estimator that fitting it alone
+    gives. One warning per fit says what was left out, with the class
+    counts, and which of the two was taken."""
     X, y = sst2
     rows = np.concatenate([np.flatnonzero(y == "negative")[:6], np.flatnonzero(y == "positive")[:3]])
     texts, labels = [X[i] for i in rows], y[rows]
@@ -264,10 +268,15 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
         default = LLMLabelClassifierCV(base, **small).fit(texts, labels)
         scored = clone(default).set_params(scoring=["neg_log_loss", "accuracy"], refit="accuracy",
                                            recalibrate="temperature").fit(texts, labels)
-    said = " | ".join(str(w.message) for w in caught)
-    assert "few_shot=3 lowered to 1: with 9 training texts in 2 classes" in said
-    assert "stratified folds" not in said and "least populated class" not in said
-    assert said.count("best_estimator_ is the fallback (small_data='fallback')") == 2  # not the search's
+    said = [str(w.message) for w in caught]
+    left_out = [m for m in said if "few_shot=3 lowered to 1" in m]
+    assert len(left_out) == 3, said  # one per fit
+    assert all("with 9 training texts in 2 classes ('negative' 6, 'positive' 3), few_shot=3 lowered to 1" in m
+               for m in left_out)
+    assert "the choice is among them" in left_out[0] and "fallback" not in left_out[0]  # small_data="search"
+    fell_back = "9 texts are fewer than 2 x few_shot=3 x 2 classes, so best_estimator_ is the fallback (small_data="
+    assert all(fell_back in m for m in left_out[1:])  # the default's fits, not the search's
+    assert not any("stratified folds" in m or "least populated class" in m for m in said)
     assert cv.n_splits_ == 5 and len(cv.cv_results_["split4_test_score"]) == 4
     assert {p["few_shot"] for p in cv.cv_results_["params"]} == {0, 1}
     assert cv.best_params_["few_shot"] in (0, 1) and np.isfinite(cv.best_score_)
@@ -339,6 +348,37 @@ def test_a_class_missing_from_a_held_out_fold_is_still_scored(engine, sst2):
         )
     few = next(i for i, p in enumerate(shot.cv_results_["params"]) if p["few_shot"] and p["calibration"] is None)
     assert all(np.isfinite(shot.cv_results_[f"split{k}_test_score"][few]) for k in range(5))
+
+
+def test_imbalanced_59_to_5_scores_what_it_can(engine, sst2_all):
+    """Issue 54: 64 texts, 59 negative and 5 positive, the default
+    candidates. Four examples per class would leave one positive to score
+    by, so few_shot=4 is lowered to 3 (two positives left); every zero-shot
+    candidate and every few_shot=3 one is scored on all 64 texts, the choice
+    is among them, and its score and estimate are finite. One warning says
+    what was left out, with the class counts, and no unscored fallback is
+    taken (it used to be, with NaN scores, after a warning that the count
+    was lowered)."""
+    X, y = sst2_all
+    rows = np.concatenate([np.flatnonzero(y == "negative")[:59], np.flatnonzero(y == "positive")[:5]])
+    texts, labels = [X[i] for i in rows], y[rows]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cv = LLMLabelClassifierCV(LLMLabelClassifier(random_state=0, progress=False)).fit(texts, labels)
+    said = [str(w.message) for w in caught]
+    left_out = [w for w in caught if "few_shot=" in str(w.message)]
+    assert len(left_out) == 1 and issubclass(left_out[0].category, UserWarning), said
+    message = str(left_out[0].message)
+    assert "64 training texts in 2 classes ('negative' 59, 'positive' 5), few_shot=4 lowered to 3" in message
+    assert not any("fallback" in m or "unscored" in m for m in said), said
+    assert np.isfinite(cv.best_score_) and np.isfinite(cv.held_out_score_) and np.isfinite(cv.held_out_score_sem_)
+    params = cv.cv_results_["params"]
+    assert {p["few_shot"] for p in params if not p.get("stack")} == {0, 3}  # few_shot=4 is not a row
+    assert cv.best_params_ == params[cv.best_index_] and cv.best_params_.get("few_shot", 0) in (0, 3)
+    chosen = [cv.cv_results_[f"split{k}_test_score"][cv.best_index_] for k in range(cv.n_splits_)]
+    assert np.all(np.isfinite(chosen)) and cv.best_score_ == pytest.approx(np.mean(chosen))
+    assert cv.n_splits_ == 5 and (cv.held_out_choices_ >= 0).all()
+    assert isinstance(cv.best_estimator_, LLMLabelClassifier | Pipeline)
 
 
 def test_bad_candidates_and_targets_are_named(engine, sst2):
@@ -497,12 +537,75 @@ def test_a_learned_few_shot_candidate_its_refit_could_not_fit_is_left_out():
              Candidate(1, {"few_shot": 4, "calibration": "learned", "class_weight": None}),
              Candidate(2, {"few_shot": 3, "calibration": "learned", "class_weight": None}),
              Candidate(None, {"stack": True, "class_weight": None})]
-    with pytest.warns(UserWarning, match=r"few_shot=4 \(class 'c' has 5 texts\) is left out"):
-        kept = refittable(found, y)
-    assert kept == [found[0], found[1], found[3], found[4]]
+    kept, said = refittable(found, y)
+    assert kept == [found[0], found[1], found[3], found[4]] and said == ["few_shot=4 (class 'c' has 5 texts)"]
+    with pytest.warns(UserWarning, match=r"calibration='learned' with few_shot=4 \(class 'c' has 5 texts\) is left out"):
+        warn_left_out(y, [], said)
     with pytest.raises(ValueError, match=r"few_shot=4 \(class 'c' has 5 texts\) leaves no candidate"):
         refittable([found[2]], y)
-    assert refittable(found, np.array(["a"] * 6 + ["b"] * 6)) == found  # 4 examples leave 2 of each
+    assert refittable(found, np.array(["a"] * 6 + ["b"] * 6)) == (found, [])  # 4 examples leave 2 of each
+
+
+def test_one_warning_names_what_cannot_be_scored_and_the_class_counts():
+    """59 texts of one class and 5 of the other: 4 examples per class would
+    leave one text of the rarer class to score by, so few_shot=4 is lowered
+    to 3 (2 left); the learned calibration's refit at 3 keeps 2 of every
+    class. One warning names the count, its replacement and both classes'
+    counts; where a learned few-shot candidate is left out too, the same
+    warning names it. Nothing is said when nothing is left out."""
+    y = np.array(["negative"] * 59 + ["positive"] * 5)
+    few_shots, lowered = usable_few_shots((0, 4), y)
+    assert few_shots == [0, 3] and lowered == ["few_shot=4 lowered to 3"]
+    learned = [Candidate(1, {"few_shot": 3, "calibration": "learned", "class_weight": None})]
+    assert refittable(learned, y) == (learned, [])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_left_out(y, lowered, [])
+        warn_left_out(y, [], [])
+    assert len(caught) == 1 and issubclass(caught[0].category, UserWarning)
+    message = str(caught[0].message)
+    assert "64 training texts in 2 classes ('negative' 59, 'positive' 5), few_shot=4 lowered to 3" in message
+    assert "not in cv_results_" in message and "fallback" not in message
+    # three classes, one of 1 text: few_shot=4 lowered to 1, and learned at 1 left out, in the same warning
+    y3 = np.array(["a"] * 12 + ["b"] * 3 + ["c"])
+    few_shots, lowered = usable_few_shots([0, 4], y3)
+    with pytest.raises(ValueError, match=r"few_shot=1 \(class 'c' has 1 texts\) leaves no candidate"):
+        refittable([Candidate(1, {"few_shot": 1, "calibration": "learned"})], y3)
+    kept, unfittable = refittable([Candidate(0, {"few_shot": 0, "calibration": "learned"}),
+                                   Candidate(1, {"few_shot": 1, "calibration": "learned"})], y3)
+    assert few_shots == [0, 1] and len(kept) == 1 and unfittable == ["few_shot=1 (class 'c' has 1 texts)"]
+    with pytest.warns(UserWarning) as caught:
+        warn_left_out(y3, lowered, unfittable)
+    assert len(caught) == 1
+    assert "('a' 12, 'b' 3, 'c' 1), few_shot=4 lowered to 1: " in str(caught[0].message)
+    assert "calibration='learned' with few_shot=1 (class 'c' has 1 texts) is left out" in str(caught[0].message)
+
+
+def test_texts_too_few_for_the_examples_overall_is_twice_the_examples():
+    """``small_data``'s rule: the texts are too few for the largest few-shot
+    count when its examples would take more than half of them, n < 2 x count
+    x classes. 16 texts in 2 classes with few_shot=4 are not, 15 are; 64
+    texts of 59 and 5 are not (the search scores them, issue 54), however
+    short the rarer class; 16 texts in 6 classes are; no examples, never."""
+    assert not too_small_for_examples(16, 2, [0, 4])
+    assert too_small_for_examples(15, 2, [0, 4])
+    y = np.array(["ham"] * 59 + ["spam"] * 5)
+    assert not too_small_for_examples(len(y), len(np.unique(y)), (0, 4))
+    assert usable_few_shots((0, 4), y)[0] == [0, 3]  # lowered, yet not too small: no fallback
+    assert too_small_for_examples(16, 6, (0, 4)) and too_small_for_examples(9, 2, [0, 3])
+    assert not too_small_for_examples(1, 2, [0]) and not too_small_for_examples(1, 2, [])
+    # the search takes the fallback where the largest count was lowered and the texts are too small (no engine)
+    readers = [{"prompt": SST2_TEMPLATE, "few_shot": 0}]
+    search = LLMLabelClassifierCV(few_shots=(0, 4))
+    assert search._fallback(readers, [0, 3], y) is None  # 59/5: lowered, but scored
+    nine = np.array(["negative"] * 6 + ["positive"] * 3)
+    fallback = search._fallback(readers, [0, 1], nine)
+    assert fallback.params == {"prompt": SST2_TEMPLATE, "few_shot": 4, "calibration": "batch", "calibration_prior": "y"}
+    assert search._fallback(readers, [0, 4], np.array(["a"] * 8 + ["b"] * 7)) is None  # 15 texts, 4 scorable
+    assert search.set_params(small_data="search")._fallback(readers, [0, 1], nine) is None
+    with pytest.warns(UserWarning, match=r"9 texts are fewer than 2 x few_shot=4 x 2 classes, so best_estimator_ is "
+                                         r"the fallback \(small_data='fallback'\)"):
+        warn_left_out(nine, ["few_shot=4 lowered to 1"], [], fallback=4)
 
 
 class _Reader(BaseEstimator):

@@ -1,8 +1,11 @@
 """How ``LLMLabelClassifierCV`` splits and scores its training texts: which
-few-shot counts leave enough texts to score by, how many stratified folds
-the smallest class allows, the (repeated) folds themselves, the scorer
-(log-loss told every class), and ``cv_results_`` in ``GridSearchCV``'s
-layout. Plain functions of the labels and the scores; nothing here reads."""
+few-shot counts leave enough texts to score by and which learned few-shot
+candidates can be refitted (one warning names those left out), whether the
+texts are too few for the examples at all (``small_data``), how many
+stratified folds the smallest class allows, the (repeated) folds themselves,
+the scorer (log-loss told every class), and ``cv_results_`` in
+``GridSearchCV``'s layout. Plain functions of the labels and the scores;
+nothing here reads."""
 
 from __future__ import annotations
 
@@ -21,7 +24,21 @@ from ..fitting.calibration import LEARNED_MIN_PER_CLASS
 from .candidates import Candidate
 from .rules import split_sem
 
-__all__ = ["fold_count", "refittable", "results", "scorer", "split_rows", "usable_few_shots"]
+__all__ = [
+    "fold_count",
+    "refittable",
+    "results",
+    "scorer",
+    "split_rows",
+    "too_small_for_examples",
+    "usable_few_shots",
+    "warn_left_out",
+]
+
+#: Why ``refittable`` leaves a learned few-shot candidate out.
+_LEARNED_WHY = "its refit fits the regression on the texts outside the examples, at least 2 of every class"
+#: At most this many classes are named, with their counts, by ``warn_left_out``.
+_NAMED_CLASSES = 6
 
 
 def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
@@ -38,17 +55,19 @@ def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
     return check_scoring(estimator, scoring=scoring)
 
 
-def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
+def usable_few_shots(few_shots: Any, y: np.ndarray) -> tuple[Any, list[str]]:
     """``few_shots`` with each nonzero count whose examples would leave too
     little to score by (fewer than 4 texts outside the examples, or fewer than
     2 classes with 2 texts; ``few_shot`` takes at most a class's count) lowered to the
-    largest count that leaves enough, or left out when none does. Raises
-    ValueError when no count is left. Anything but a list of ints, and a
-    negative count, is passed on for the candidate check to name."""
+    largest count that leaves enough, or left out when none does, and what
+    was so changed ("few_shot=4 lowered to 3", "few_shot=3 left out") for
+    ``warn_left_out``. Raises ValueError when no count is left. Anything but
+    a list of ints, and a negative count, is passed on for the candidate
+    check to name."""
     if isinstance(few_shots, str) or not isinstance(few_shots, Sequence) or not few_shots:
-        return few_shots
+        return few_shots, []
     if not all(isinstance(k, numbers.Integral) for k in few_shots):
-        return few_shots
+        return few_shots, []
     counts = np.unique(y, return_counts=True)[1]
 
     def scorable(k: int) -> bool:
@@ -56,14 +75,14 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
         return k == 0 or (left.sum() >= 4 and np.count_nonzero(left >= 2) >= 2)
 
     kept: list[int] = []
-    lowered: dict[int, int | None] = {}
+    lowered: list[str] = []
     for k in few_shots:
         if k < 0:  # kept as given: the candidate check names it, as it names any bad parameter
             kept.append(int(k))
             continue
         usable = next((j for j in range(int(k), 0, -1) if scorable(j)), 0) if k else 0
         if usable != k:
-            lowered[int(k)] = usable or None
+            lowered.append(f"few_shot={k} {'lowered to ' + str(usable) if usable else 'left out'}")
         if (usable or not k) and usable not in kept:
             kept.append(usable)
     if not kept:
@@ -72,27 +91,29 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> Any:
             f"few_shots={list(few_shots)} leaves fewer than 4 texts, or fewer than 2 classes with 2 texts, outside "
             "the examples to score by; pass more labelled texts or include 0 in few_shots"
         )
-    if lowered:
-        said = ", ".join(f"few_shot={k} {'lowered to ' + str(j) if j else 'left out'}" for k, j in lowered.items())
-        warn_user(
-            f"LLMLabelClassifierCV: {said}: with {len(y)} training texts in {len(counts)} classes, more examples "
-            "per class would leave fewer than 4 texts, or fewer than 2 classes with 2 texts, to score by; pass "
-            "more labelled texts to try them",
-            UserWarning,
-        )
-    return kept
+    return kept, lowered
 
 
-def refittable(found: Sequence[Any], y: np.ndarray) -> list[Any]:
+def too_small_for_examples(n_texts: int, n_classes: int, few_shots: Sequence[int]) -> bool:
+    """Whether ``n_texts`` training texts in ``n_classes`` classes are too few
+    for the largest of ``few_shots`` overall: its examples would take more
+    than half of them (``n_texts < 2 * max(few_shots) * n_classes``; 16 texts
+    in 2 to 6 classes with few_shot=4, where ``small_data``'s fallback was
+    measured, are; 64 texts of 59 and 5 are not). False without examples."""
+    return n_texts < 2 * max((int(k) for k in few_shots), default=0) * n_classes
+
+
+def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str]]:
     """The candidates of ``found`` whose refit on every text can be fitted,
-    in order. A few-shot candidate with ``calibration="learned"`` fits its
-    regression, as ``LLMLabelClassifier`` does, on the texts outside its
-    examples, at least 2 of every class (``few_shot`` takes at most a
-    class's count): with a class of fewer than ``few_shot`` + 2 texts it is
-    left out, with a warning naming the class. (The search could score it:
-    every text is read there; the refit, the estimator a user gets, could not
-    be fitted: the 32-text protocol draws failed so in 3 of 30 fits.) Raises
-    ValueError when none is left."""
+    in order, and those left out ("few_shot=4 (class 'c' has 5 texts)") for
+    ``warn_left_out``. A few-shot candidate with ``calibration="learned"``
+    fits its regression, as ``LLMLabelClassifier`` does, on the texts
+    outside its examples, at least 2 of every class (``few_shot`` takes at
+    most a class's count): with a class of fewer than ``few_shot`` + 2 texts
+    it is left out. (The search could score it: every text is read there;
+    the refit, the estimator a user gets, could not be fitted: the 32-text
+    protocol draws failed so in 3 of 30 fits.) Raises ValueError, naming
+    the class, when none is left."""
     labels, counts = np.unique(y, return_counts=True)
     kept, left_out = [], {}
     for c in found:
@@ -103,17 +124,52 @@ def refittable(found: Sequence[Any], y: np.ndarray) -> list[Any]:
                 left_out[int(k)] = (str(short[0]), int(counts[labels == short[0]][0]))
                 continue
         kept.append(c)
-    if left_out:
-        said = "; ".join(f"few_shot={k} (class {name!r} has {n} texts)" for k, (name, n) in left_out.items())
-        message = (
-            f"LLMLabelClassifierCV: calibration='learned' with {said} is left out: its refit fits the regression "
-            "on the texts outside the examples, at least 2 of every class; pass more labelled texts of that class "
-            "to try it"
+    said = [f"few_shot={k} (class {name!r} has {n} texts)" for k, (name, n) in left_out.items()]
+    if not kept:
+        raise ValueError(
+            f"LLMLabelClassifierCV: calibration='learned' with {'; '.join(said)} leaves no candidate: {_LEARNED_WHY}; "
+            "pass more labelled texts of that class to try it, or add calibrations"
         )
-        if not kept:
-            raise ValueError(message.replace("is left out", "leaves no candidate") + ", or add calibrations")
-        warn_user(message, UserWarning)
-    return kept
+    return kept, said
+
+
+def warn_left_out(y: np.ndarray, lowered: Sequence[str], unfittable: Sequence[str], fallback: int = 0) -> None:
+    """One warning for every candidate the search leaves out because it could
+    not be scored or refitted (``usable_few_shots``' ``lowered``,
+    ``refittable``'s ``unfittable``), with the class counts that rule them
+    out; nothing when there is none. The candidates that can be scored are
+    scored and chosen among, or, with ``fallback`` (a few-shot count), the
+    search's ``small_data`` fallback with that count is taken unscored."""
+    if not lowered and not unfittable:
+        return
+    labels, counts = np.unique(y, return_counts=True)
+    many = len(labels) > _NAMED_CLASSES
+    order = np.argsort(counts, kind="stable")[:_NAMED_CLASSES] if many else np.arange(len(labels))
+    named = ", ".join(f"{str(labels[i])!r} {counts[i]}" for i in order)  # as refittable names a class
+    if many:
+        named = f"the smallest: {named}, ..."
+    reasons = []
+    if lowered:
+        reasons.append(
+            f"{', '.join(lowered)}: more examples per class would leave fewer than 4 texts, or fewer than 2 classes "
+            "with 2 texts, outside them to score by"
+        )
+    if unfittable:
+        reasons.append(f"calibration='learned' with {'; '.join(unfittable)} is left out: {_LEARNED_WHY}")
+    ending = (
+        f"{len(y)} texts are fewer than 2 x few_shot={fallback} x {len(labels)} classes, so best_estimator_ is the "
+        f"fallback (small_data='fallback'): the first prompt with few_shot={fallback} and batch calibration, "
+        "unscored; best_score_ and held_out_score_ are NaN, and cv_results_ scores the other candidates. Pass more "
+        "labelled texts to score it, or small_data='search' to choose among the scored candidates."
+        if fallback
+        else "The candidates left out are not in cv_results_; the others are scored and the choice is among them. "
+        "Pass more labelled texts of the smaller classes to try them."
+    )
+    warn_user(
+        f"LLMLabelClassifierCV: with {len(y)} training texts in {len(labels)} classes ({named}), "
+        f"{'; '.join(reasons)}. {ending}",
+        UserWarning,
+    )
 
 
 def fold_count(cv: Any, y_index: np.ndarray) -> Any:

@@ -11,9 +11,10 @@ held-out log-probabilities (``temperature``) and refits it, again from the
 same reads (``ReadCache``). A few-shot reader reads each text under the
 refit's prompt, and each of that prompt's examples under it with the example
 swapped for another text of its class (``reads``), so every labelled text is
-scored by every candidate. When the largest few-shot count
-leaves too few texts to score it, the choice is a fixed fallback instead
-(``small_data``)."""
+scored by every candidate. A candidate that too few texts of a class
+leave unscorable (a few-shot count, a learned calibration's refit) is left
+out, with one warning; the rest are scored and chosen among. On texts too
+few for the examples at all, the choice is a fixed fallback (``small_data``)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from ..reading.driver import reads_per_text
 from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
 from .candidates import Candidate, candidates
 from .estimate import bootstrap_sem, nested_choices, pair_splits
-from .folds import refittable, results, scorer, split_rows, usable_few_shots
+from .folds import refittable, results, scorer, split_rows, too_small_for_examples, usable_few_shots, warn_left_out
 from .plans import fitted_plans
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
@@ -52,7 +53,7 @@ from .temperature import fit_temperature, shrunk, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
 
-#: What ``small_data`` takes: the unscored fallback, or the search's own choice.
+#: What ``small_data`` takes: the unscored fallback on texts too few for the examples, or the search's own choice.
 SMALL_DATA = ("fallback", "search")
 
 
@@ -84,9 +85,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     prompts : list or None, default=None
         Prompt candidates: a template string, None (the default template), or
         a dict with ``prompt``, ``instructions`` and ``chat``. None tries the
-        default template, one naming the labels in an instruction line
-        (``"Classify the text as {labels}.\\nText: {text}\\nLabel:"``) and that
-        one as a chat turn.
+        default template (it names the labels in an instruction line), the
+        text with a bare answer cue (``"Text: {text}\\nLabel:"``) and the
+        default template as a chat turn.
     few_shots : list of int, default=(0, 4)
         Few-shot counts (examples per class). The examples are drawn from the
         training texts as ``few_shot`` (and the refit) draws them; every text
@@ -95,12 +96,16 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         none under a prompt that shows it.
         A count that would leave fewer than 4 texts, or fewer than 2 classes
         with 2 texts, outside its examples is lowered to the largest count
-        that leaves enough (or left out when none does), with a warning.
-        A prompt whose examples leave too little of the model's context for the
-        text is left out, with a warning (``plans``). A count with
-        ``calibration="learned"`` is left out (with a warning) where a class has
+        that leaves enough (or left out when none does).
+        A count with ``calibration="learned"`` is left out where a class has
         fewer than the count + 2 texts: the refit fits that regression on 2
-        texts of every class outside the examples at least.
+        texts of every class outside the examples at least. One warning
+        names what was left out and the class counts; the other candidates
+        are scored and chosen among (59 texts of one class and 5 of another
+        score every zero-shot candidate and few_shot=3), unless the texts
+        are too few for the examples at all (``small_data``). A prompt whose
+        examples leave too little of the model's context for the text is
+        left out, with a warning of its own (``plans``).
     calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -174,27 +179,22 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         TREC 0.071 to 0.079) and lowered it at 128 (0.056 to 0.052, 0.080
         to 0.069).
     small_data : {"fallback", "search"}, default="fallback"
-        What fit chooses when the largest of ``few_shots`` leaves too few
-        texts outside its examples to score it (the count ``few_shots`` says
-        is lowered or left out). "fallback": the first prompt with that
-        count and batch calibration (prior from y), fitted on every text
-        without being scored: its row, last in ``cv_results_``, has NaN
+        What fit chooses when the largest of ``few_shots`` had to be lowered
+        (or left out) and the texts are too few for it overall: fewer than
+        2 x that count x the classes (``folds.too_small_for_examples``: the
+        examples would take more than half of them). "fallback": the first
+        prompt with that count and batch calibration (prior from y), fitted
+        on every text unscored: its row, last in ``cv_results_``, has NaN
         scores, as have ``best_score_`` and ``held_out_score_``, and
-        ``temperature_`` is 1; the candidates that could be scored are still
-        in ``cv_results_``. "search": the choice among those, as with more
-        texts. The default is what the design sets measured
-        (``bench/selection.py``, 16 texts, 10 draws each, paired with the
-        search's own choice): on TREC, where few_shot=4 was lowered in every
-        draw, the fallback scored 17.1 ± 2.7 accuracy points above the
-        search, ECE 0.083 against 0.146; on SST-2 it fired in one draw (+11
-        points there). On the report sets it fired in every 16-text draw:
-        AG News +3.8 ± 1.9 points (ECE 0.125 against 0.093), emotion
-        -6.1 ± 3.5 (ECE 0.077 against 0.108; six imbalanced classes, where
-        the search picked 1 or 2 examples per class with contextual or batch
-        calibration in 8 of 10 draws, and that scored better than 4). The
-        fallback's own reads (its examples' prompt, over the few texts
-        outside them and the content-free inputs) come on top of
-        ``max_passes``' budget: 0.1-0.2 zero-shot passes at 16 texts.
+        ``temperature_`` is 1. "search", and any data not that small (64
+        texts of 59 and 5, say, which the fallback had left unscored until
+        issue 54): the choice among the scored candidates. Measured at 16
+        texts with few_shot=4 (``bench/selection.py``, 10 draws each, paired
+        with the search's choice), the fallback scored above the search on
+        TREC (+17.1 ± 2.7 accuracy points), AG News (+3.8 ± 1.9) and SST-2's
+        one draw where it fired (+11; 16 texts in 2 classes are no longer
+        too few), below it on emotion (-6.1 ± 3.5). Its own reads come on
+        top of ``max_passes``' budget (0.1-0.2 zero-shot passes at 16 texts).
     max_passes : float or None, default=10.0
         The most zero-shot passes over the training texts fit may read (reads
         per text of every reader, content-free inputs included, over those of
@@ -237,8 +237,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         other row, is scored on the split; the mean over the splits. Compare
         it with ``best_score_`` to see how much the choice flattered itself.
         NaN, with a warning saying why, with fewer than 3 folds, where no
-        candidate could be scored on a split, or for the unscored fallback
-        (``small_data``).
+        candidate could be scored on a split, or for the unscored fallback.
     held_out_score_sem_ : float
         Its standard error, from the texts: the standard deviation of the
         estimate over ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws of the
@@ -420,7 +419,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             )
         drop_fitted(self)  # a refit starts from nothing, whatever the last fit set
         y_values = np.asarray(target.columns[0])
-        few_shots = usable_few_shots(self.few_shots, y_values)
+        few_shots, lowered = usable_few_shots(self.few_shots, y_values)
         readers, found = candidates(
             base.get_params(),
             prompts=self.prompts,
@@ -436,10 +435,11 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         for c in found:  # every candidate checked before the engine is asked for
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
-        found = refittable(found, y_values)
-        fallback = self._fallback(readers, few_shots)  # after the checks: its count is then an int
+        found, unfittable = refittable(found, y_values)
+        fallback = self._fallback(readers, few_shots, y_values)  # after the checks: its count is then an int
         if fallback is not None:
             _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
+        warn_left_out(y_values, lowered, unfittable, fallback.params["few_shot"] if fallback else 0)  # one warning
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active(), _each_warning_once():
@@ -472,32 +472,25 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         return self
 
-    def _fallback(self, readers: list[dict[str, Any]], few_shots: list[int]) -> Candidate | None:
+    def _fallback(self, readers: list[dict[str, Any]], few_shots: list[int], y: np.ndarray) -> Candidate | None:
         """The candidate ``small_data="fallback"`` takes unscored: the first
         reader's prompt with the largest of ``few_shots`` and batch
         calibration (prior from y); None when that count can be scored
-        (``usable_few_shots`` kept it) or ``small_data`` is "search"."""
+        (``usable_few_shots`` kept it), the texts are not too few for it
+        (``too_small_for_examples``) or ``small_data`` is "search"."""
         largest = max(int(k) for k in self.few_shots)
-        if self.small_data != "fallback" or largest == 0 or largest in few_shots:
+        small = too_small_for_examples(len(y), len(np.unique(y)), self.few_shots)
+        if self.small_data != "fallback" or largest in few_shots or not small:
             return None
         return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
 
     def _choose_fallback(self, index: int, fallback: Candidate) -> None:
         """Makes the fallback, row ``index`` of ``cv_results_``, the choice:
-        it was never scored, so its scores and the estimate are NaN. Warns."""
+        it was never scored, so its scores and the estimate are NaN."""
         self.best_index_ = index
         self.best_params_ = dict(fallback.params)
         self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
         self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
-        count = fallback.params["few_shot"]
-        warn_user(
-            f"{type(self).__name__}: too few training texts to score few_shot={count} (it would leave fewer than 4 "
-            f"outside the examples, or fewer than 2 classes with 2), so best_estimator_ is the fallback "
-            f"(small_data='fallback'): the first prompt with few_shot={count} and batch calibration, unscored; "
-            "best_score_ and held_out_score_ are NaN, and cv_results_ scores the other candidates. Pass more "
-            "labelled texts to score it, or small_data='search' to choose among the scored candidates.",
-            UserWarning,
-        )
 
     def _within_budget(
         self, readers: list[dict[str, Any]], found: list[Candidate], fitted: list[LLMLabelClassifier], n_texts: int
