@@ -59,6 +59,7 @@ def no_engine(monkeypatch):
 
 def make(**params) -> LLMLabelClassifier:
     params.setdefault("prompt", "Text: {text}\nLabel:")
+    params.setdefault("calibration", None)  # these tests check labels and tokens; the default calibration reads texts
     return LLMLabelClassifier(progress=False, **params)
 
 
