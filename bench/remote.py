@@ -133,7 +133,7 @@ def main() -> None:
     doc = results.record(texts=len(texts), rounds=args.rounds, max_concurrency=args.max_concurrency)
 
     start = time.perf_counter()
-    engine = get_engine(MODEL)
+    engine = get_engine(MODEL).start()
     embedded_start = time.perf_counter() - start
     prompts, label_ids = build_prompts(engine.tokenizer, texts)
     options = {"max_concurrency": args.max_concurrency}

@@ -42,7 +42,7 @@ with __import__("warnings").catch_warnings():
     import vllm
 t2 = time.perf_counter()
 options = json.loads(sys.argv[1])
-engine = get_engine(engine_options=options)
+engine = get_engine(engine_options=options).start()
 t3 = time.perf_counter()
 from llm_label_clf.engines.loop import run_sync
 from llm_label_clf.reading.batches import read_label_logprobs

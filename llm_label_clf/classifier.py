@@ -320,7 +320,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     ...
     ValueError: LLMLabelClassifier: label_mode='bogus' must be one of ['auto', 'constrained', ...]
 
-    Fitting and predicting start the shared vLLM engine on first use:
+    Fitting and predicting start the shared vLLM engine at the first read
+    (a read found in ``read_store`` needs none):
 
     >>> clf.set_params(label_mode="auto").fit(texts, labels)  # doctest: +SKIP
     >>> clf.classes_, clf.verbalizers_  # doctest: +SKIP

@@ -35,7 +35,7 @@ def engine():
     session; every engine the session started is shut down at its end."""
     from llm_label_clf import get_engine, shutdown_engines
 
-    started = get_engine()
+    started = get_engine().start()
     yield started
     shutdown_engines()
 
@@ -47,7 +47,7 @@ def fp32_engine(engine):
     ``engine`` fixture's teardown shuts it down with the rest."""
     from llm_label_clf import get_engine
 
-    return get_engine(engine_options={"dtype": "float32"})
+    return get_engine(engine_options={"dtype": "float32"}).start()
 
 
 @pytest.fixture(scope="session")

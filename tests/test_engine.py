@@ -46,7 +46,7 @@ def test_same_spec_returns_the_same_engine(engine):
 
 def test_options_in_another_key_order_share_the_engine(engine):
     """One real engine with two options: the same dict in another key order gets
-    that engine back, and only one engine is started for both calls."""
+    that engine back, and only one engine is started for both calls, on first use."""
     from llm_label_clf.engines.local import shutdown_engine
 
     options = {"kv_cache_memory_bytes": 128 << 20, "max_model_len": 2048}  # 2048 tokens fit in float32 too
@@ -57,10 +57,52 @@ def test_options_in_another_key_order_share_the_engine(engine):
         assert list(options) != list(dict(reversed(options.items())))
         assert second is first
         assert first is not engine
+        assert first.max_model_len == 2048 and not first.started and engine_count() == before
+        first.start()
         assert engine_count() == before + 1
-        assert first.max_model_len == 2048  # the options reached vLLM
+        assert first.client.model_config.max_model_len == 2048  # the options reached vLLM
+        assert get_engine(engine_options=options).client is first.client and engine_count() == before + 1
     finally:
         shutdown_engine(first)  # no public call stops one engine; a later get_engine replaces it
+
+
+def test_a_handle_is_resolved_without_starting_its_engine(model_path):
+    """A handle for a spec of its own: vLLM's configuration and tokenizer,
+    no engine (no start counted, not found as a started engine, listed by
+    engine_info as not started, not dead); its tokenizer gives vLLM's token
+    ids; shutting it down closes it without starting anything."""
+    from vllm.tokenizers.registry import get_tokenizer
+
+    from llm_label_clf import engine_info
+    from llm_label_clf.engines.local import find_engine, shutdown_engine
+
+    options = {"max_model_len": 1024}
+    before = engine_count()
+    handle = get_engine(engine_options=options)
+    assert not handle.started and not handle.dead and handle.max_model_len == 1024
+    assert find_engine(engine_options=options) is None and engine_count() == before
+    (listed,) = [e for e in engine_info()["engines"] if e["options"] == options]
+    assert listed["started"] is False and listed["settings"]["dtype"] == handle.settings["dtype"]
+    reference = get_tokenizer(model_path)
+    for text in ["Review: a gem of a film\nSentiment:", " positive", "<|im_start|>assistant\n"]:
+        assert handle.tokenizer.encode(text) == reference.encode(text)
+    shutdown_engine(handle)
+    assert handle.dead and handle.client is None and not handle.started and engine_count() == before
+    assert get_engine(engine_options=options) is not handle  # the registry replaces a closed handle
+
+
+def test_the_handle_holds_what_the_started_engine_reports(engine):
+    """The handle's resolution (vLLM's configuration and tokenizer, before
+    any start) equals what the started engine reports: max_model_len, dtype,
+    the tokenizer's vocabulary, chat template and token ids."""
+    client = engine.client
+    assert engine.started and engine.max_model_len == client.model_config.max_model_len
+    assert engine.settings["dtype"] == str(client.model_config.dtype).removeprefix("torch.")
+    started = client.get_tokenizer()
+    assert engine.tokenizer.get_vocab() == started.get_vocab()
+    assert engine.tokenizer.chat_template == started.chat_template
+    for text in ["Review: a gem of a film\nSentiment:", " negative", "<|im_start|>user\nhi<|im_end|>\n"]:
+        assert engine.tokenizer.encode(text) == started.encode(text)
 
 
 def test_run_sync_inside_a_running_loop(engine, sst2_prompts):

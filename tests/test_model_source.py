@@ -192,7 +192,7 @@ def test_errors_come_before_the_engine(monkeypatch):
         raise AssertionError("the engine was being set up")
 
     monkeypatch.setattr(local, "engine_settings", refuse)
-    monkeypatch.setattr(local, "_start_engine", refuse)
+    monkeypatch.setattr(local, "_resolve_engine", refuse)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError):
         local.get_engine("./no-such-model")

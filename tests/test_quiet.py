@@ -86,5 +86,5 @@ def test_a_failed_start_says_why(engine, capfd):
     from llm_label_clf import get_engine
 
     with pytest.raises(RuntimeError, match=r"failed to start: .*set LLM_LABEL_CLF_ENGINE_LOGS=1"):
-        get_engine(engine_options={"kv_cache_memory_bytes": 2 << 20})
+        get_engine(engine_options={"kv_cache_memory_bytes": 2 << 20}).start()
     assert "KV cache" in capfd.readouterr().err  # vLLM's own reason, printed by its engine process

@@ -10,7 +10,6 @@ The tests that kill a server run last and each kills its own server.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pickle
 import signal
@@ -22,6 +21,7 @@ import pytest
 
 from helpers import SST2_LABELS, SST2_TEMPLATE, build_prompt, load_texts
 from llm_label_clf import GenerationError, RemoteServerError
+from llm_label_clf.engines.handle import Engine
 from llm_label_clf.engines.loop import run_sync
 from llm_label_clf.engines.remote import RemoteClient, get_remote_engine, shutdown_remote_engines
 from llm_label_clf.models.builtin import DEFAULT_MODEL
@@ -110,6 +110,11 @@ class Recorder:
 
     def items(self) -> set[int]:
         return {int(out.request_id.rpartition("-")[2]) for out in self.done}
+
+
+def recording(remote: Engine, recorder: Recorder) -> Engine:
+    """``remote``'s handle with its client replaced by ``recorder``."""
+    return Engine(remote.model, remote.options, recorder, remote.tokenizer, remote.max_model_len)
 
 
 def _remote(*servers: Server, **options: Any):
@@ -287,7 +292,7 @@ def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, referenc
     remote = _remote(a, b)
     recorder = Recorder(remote.client, lambda n: n == 30 and a.stop(signal.SIGKILL))
     ids, label_ids = sst2_prompts
-    scores = run_sync(read_label_logprobs(dataclasses.replace(remote, client=recorder), ids, label_ids))
+    scores = run_sync(read_label_logprobs(recording(remote, recorder), ids, label_ids))
     assert a.proc.wait(timeout=10) == -signal.SIGKILL
     assert np.abs(scores.logprobs - reference.logprobs).max() <= TOLERANCE
     np.testing.assert_array_equal(scores.top_token, reference.top_token)
@@ -305,7 +310,7 @@ def test_killed_single_server_names_the_unfinished_items(server_b, sst2_prompts)
     recorder = Recorder(remote.client, lambda n: n == 20 and b.stop(signal.SIGKILL))
     ids, label_ids = sst2_prompts
     with pytest.raises(GenerationError, match="RemoteServerError") as info:
-        run_sync(read_label_logprobs(dataclasses.replace(remote, client=recorder), ids, label_ids))
+        run_sync(read_label_logprobs(recording(remote, recorder), ids, label_ids))
     unfinished = set(range(len(ids))) - recorder.items()
     assert len(recorder.done) >= 20 and unfinished
     assert set(info.value.items) == unfinished

@@ -6,8 +6,9 @@ a clear error or a correct result, never a wrong number.
 
 Engine tests read on the session's default engine (float32: conftest); the
 dtype and model checks compute reader keys without starting an engine. The
-write-loop subprocesses start no engine; the killed ``predict_proba`` (full
-tier) starts one."""
+write-loop subprocesses and a rerun whose reads are all stored start no
+engine; the killed ``predict_proba`` and a rerun lacking one read (full
+tier) start one."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
 
 from helpers import SST2_TEMPLATE, make_classifier, wait_until
-from llm_label_clf import LLMLabelClassifierCV, ReadStoreError, ReadStoreWarning
+from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV, ReadStoreError, ReadStoreWarning
 from llm_label_clf.fitting.params import check_params
 from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.store import READ_STORE_ENV, ReadStore, model_fingerprint, store_ref
@@ -124,6 +125,104 @@ def test_cross_validation_and_cross_val_score_read_nothing_twice(engine, texts, 
     assert again.reads == 0 and store.stored == len(X) + 3
     assert second.fit_cost_["engine_reads"] == first.fit_cost_["engine_reads"]  # what the fit reads alone
     assert second.best_params_ == first.best_params_ and np.all(scores > 0)
+
+
+# ------------------------------------------------------------ a rerun served by the store
+
+#: The rerun's estimators: one uncalibrated, one with the default calibration
+#: (which reads the training texts at fit), both fitted on RERUN_FIT texts.
+RERUN_PARAMS = {"uncalibrated": {"calibration": None}, "calibrated": {"calibration": LLMLabelClassifier().calibration}}
+RERUN_TEXTS, RERUN_FIT = 200, 100
+#: A rerun script: fit and predict_proba per RERUN_PARAMS over the first
+#: texts of the data (and the extra ones), each estimator's probabilities
+#: saved, then what it started and read.
+RERUN = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import pandas as pd
+    import psutil
+
+    spec = json.loads(sys.argv[1])
+    sys.path.insert(0, spec["tests"])
+    from helpers import make_classifier
+    from llm_label_clf import engine_info
+    from llm_label_clf.engines.local import engine_count
+    from llm_label_clf.store import ReadStore
+
+    if __name__ == "__main__":
+        frame = pd.read_csv(spec["data"])
+        X, y = frame["text"].tolist()[: spec["n"]] + spec["extra"], frame["label"].to_numpy()[: spec["fit"]]
+        for name, params in spec["params"].items():
+            clf = make_classifier(read_store=spec["store"], **params).fit(X[: spec["fit"]], y)
+            np.save(f"{spec['out']}/{name}.npy", clf.predict_proba(X))
+        store = ReadStore(spec["store"])
+        print("RESULT " + json.dumps({
+            "engine_starts": engine_count(), "stored": store.stored, "found": store.found,
+            "started": [e["started"] for e in engine_info()["engines"]],
+            "children": [p.pid for p in psutil.Process().children(recursive=True)],
+        }), flush=True)
+    """
+)
+
+
+def rerun_params(name: str) -> dict:
+    return {"labels": LABELS, "low_mass": "ignore", "random_state": 0, **RERUN_PARAMS[name]}
+
+
+@pytest.fixture(scope="module")
+def filled_store(engine, sst2_all, tmp_path_factory):
+    """A store filled by this process's engine (the session's): per
+    RERUN_PARAMS, fit on the first RERUN_FIT SST-2 dev texts and
+    predict_proba on the first RERUN_TEXTS; its path and those probabilities."""
+    path = tmp_path_factory.mktemp("rerun") / "reads.sqlite"
+    X, y = sst2_all[0][:RERUN_TEXTS], sst2_all[1][:RERUN_FIT]
+    proba = {}
+    for name in RERUN_PARAMS:
+        clf = make_classifier(read_store=str(path), **rerun_params(name)).fit(X[:RERUN_FIT], y)
+        proba[name] = clf.predict_proba(X)
+    return path, proba
+
+
+def rerun(store: Path, datasets_dir: Path, out: Path, extra: list[str]) -> tuple[dict, dict[str, np.ndarray]]:
+    """Runs RERUN in a fresh Python process over ``store``: what it reports,
+    and each estimator's probabilities."""
+    spec = {"tests": str(ROOT / "tests"), "data": str(datasets_dir / "sst2_dev.csv"), "n": RERUN_TEXTS,
+            "fit": RERUN_FIT, "extra": extra, "store": str(store), "out": str(out),
+            "params": {name: rerun_params(name) for name in RERUN_PARAMS}}
+    done = subprocess.run([sys.executable, "-c", RERUN, json.dumps(spec)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = next(json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT "))
+    return result, {name: np.load(out / f"{name}.npy") for name in RERUN_PARAMS}
+
+
+def test_a_rerun_served_by_the_store_starts_no_engine(filled_store, datasets_dir, tmp_path):
+    """A fresh process (a rerun script) whose every read is stored: fit and
+    predict_proba, uncalibrated and with the default calibration, give this
+    process's probabilities bit for bit, read nothing, and start no engine
+    (no start counted, its handle not started, no child process at the end):
+    the tokenizer and vLLM's configuration serve fit."""
+    path, expected = filled_store
+    result, proba = rerun(path, datasets_dir, tmp_path, extra=[])
+    for name in RERUN_PARAMS:
+        assert np.array_equal(proba[name], expected[name]), name
+    assert result["engine_starts"] == 0 and result["started"] == [False] and result["children"] == [], result
+    assert result["stored"] == 0 and result["found"] >= 2 * RERUN_TEXTS, result
+
+
+@pytest.mark.full
+def test_a_store_lacking_one_text_starts_the_engine_for_it_alone(filled_store, datasets_dir, tmp_path):
+    """The same rerun with one text the store lacks: the engine starts, once,
+    and reads that text alone; the stored texts keep their probabilities bit
+    for bit."""
+    path, expected = filled_store
+    result, proba = rerun(path, datasets_dir, tmp_path, extra=["a film nobody had read before this test"])
+    assert result["engine_starts"] == 1 and result["started"] == [True], result
+    assert result["stored"] == 1, result  # the new text, read by the first estimator, found by the second
+    for name in RERUN_PARAMS:
+        assert proba[name].shape == (RERUN_TEXTS + 1, 2)
+        assert np.array_equal(proba[name][:RERUN_TEXTS], expected[name]), name
 
 
 # ------------------------------------------------------------ what a read is keyed on

@@ -210,7 +210,8 @@ def step(call: Callable[[], Any], args: argparse.Namespace, where: str, rows: Se
 
 
 def _fitted(job: Job) -> Any:
-    """The classifier, its engine started and fitted: without ``--train``
+    """The classifier, its engine set up (vLLM refused no option; it starts
+    at the first read the read store lacks) and fitted: without ``--train``
     zero-shot (``fit`` gets no ``y``; the classes come from the labels, each
     written as ``--label-words`` says, as Python's ``label_words`` writes
     them, and a uniform sample of the input's good rows checks how the labels

@@ -50,13 +50,15 @@ def llm_heads(estimator: Any) -> list[Any]:
 
 def attach_engine(estimator: Any) -> None:
     """Starts (or finds) the engine of every classifier ``estimator`` reads
-    with (``llm_heads``), in this process, before any batch: in a Ray actor a
-    model that cannot load then fails the actor's creation (which Ray Data
-    stops retrying after a few attempts) instead of every batch."""
+    with (``llm_heads``), in this process, before any batch, even where the
+    read store would answer every read: in a Ray actor a model that cannot
+    load then fails the actor's creation (which Ray Data stops retrying after
+    a few attempts) instead of every batch, and a Dask worker starts it in
+    the environment it prepares for it."""
     from ..engines import engine_for
 
     for head in llm_heads(estimator):
-        engine_for(head.model, head.base_url, head.engine_options, owner=type(head).__name__)
+        engine_for(head.model, head.base_url, head.engine_options, owner=type(head).__name__).start()
 
 
 def as_x(batch: pd.DataFrame, input_columns: str | Sequence[str]) -> pd.Series | pd.DataFrame:

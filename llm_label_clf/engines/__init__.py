@@ -6,7 +6,9 @@ An ``Engine`` (``handle``) is what the reading code holds: a client with vLLM's
 - ``local``: an embedded vLLM ``AsyncLLM`` per (model, engine settings), its
   processes in their own process group (``_processes``), started with
   defaults chosen for the CPU it runs on (``hardware``; ``engine_info``
-  tells what was chosen and why);
+  tells what was chosen and why); its handle holds the tokenizer and
+  context length vLLM resolves, and starts the engine when a read first
+  needs it, so reads found in the read store start none;
 - ``remote``: a ``RemoteClient`` (``client``) over one or several vLLM
   servers, built from a server pool with one read's POST and retry loop
   (``_server_pool``) and the HTTP plumbing (``_http``), configured by

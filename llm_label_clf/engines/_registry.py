@@ -1,6 +1,7 @@
 """The process-wide registry that embedded (``local``) and remote engines each
-keep: engines by spec key under one lock, started once per key, replaced when
-dead, and drained at shutdown."""
+keep: engine handles by spec key under one lock, made once per key (an
+embedded handle starts its engine on first use), replaced when dead, and
+drained at shutdown."""
 
 from __future__ import annotations
 

@@ -1,31 +1,107 @@
 """The engine handle: what every reader holds, whether the engine is an
 embedded vLLM ``AsyncLLM`` or a ``RemoteClient`` over vLLM servers. The reading
-code sees only this, so it never needs to know which kind it talks to."""
+code sees only this, so it never needs to know which kind it talks to.
+
+An embedded engine's handle is made before its engine starts, with the
+tokenizer and context length vLLM would use (``local``), and starts the
+engine on the first use of ``client``: a call whose reads are all in the
+read store never starts one. The start runs on the library loop (where the
+engine's tasks must live), inline when ``client`` is first used there by a
+read in flight, else submitted to it; only the loop thread starts engines,
+so a handle starts at most one."""
 
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
+
+from .loop import on_loop_thread, run_sync
 
 __all__ = ["Engine", "finished_engine_processes"]
 
 
-@dataclass
 class Engine:
-    """A started engine: the vLLM client, its tokenizer and the spec it serves."""
+    """An engine handle: the client, its tokenizer, its context length and
+    the spec it serves. ``settings`` are what an embedded engine starts with:
+    the user's options over our defaults (every vLLM engine argument we set,
+    and the dtype it runs). ``start``, where given, makes the client on the
+    first use of ``client`` (on the library loop); ``config`` is the vLLM
+    configuration an embedded engine's handle was resolved with. Handles are
+    not picklable: estimators find theirs again by their plain-data spec."""
 
-    model: str
-    options: dict[str, Any]
-    client: Any
-    tokenizer: Any
-    max_model_len: int
-    settings: dict[str, Any] = field(default_factory=dict)
-    """What the engine was started with: the user's options over our defaults
-    (embedded engines: every vLLM engine argument we set, and the dtype it runs)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _request_counter: int = 0
+    def __init__(
+        self,
+        model: str,
+        options: dict[str, Any],
+        client: Any = None,
+        tokenizer: Any = None,
+        max_model_len: int = 0,
+        settings: dict[str, Any] | None = None,
+        *,
+        start: Callable[[], Any] | None = None,
+        config: Any = None,
+    ) -> None:
+        self.model = model
+        self.options = options
+        self._client = client
+        self.tokenizer = tokenizer
+        self.max_model_len = max_model_len
+        self.settings = dict(settings or {})
+        self.config = config
+        self._start = start
+        self._closed = False
+        self._start_lock = threading.Lock()  # held by the loop thread while it starts the engine
+        self._lock = threading.Lock()
+        self._request_counter = 0
+
+    def __repr__(self) -> str:
+        return (f"Engine(model={self.model!r}, options={self.options!r}, max_model_len={self.max_model_len}, "
+                f"started={self.started})")
+
+    def __reduce__(self) -> Any:
+        raise TypeError(f"the engine handle for {self.model!r} is not picklable: estimators re-attach by their spec")
+
+    @property
+    def client(self) -> Any:
+        """The client (vLLM's ``AsyncLLM``, or the remote client), the engine
+        started first if it has not (on the library loop: tens of seconds on a
+        CPU); None once shut down. Raises RuntimeError when the start fails."""
+        if self._client is not None or self._start is None or self._closed:
+            return self._client
+        if on_loop_thread():
+            return self._start_here()
+        return run_sync(self._start_on_loop())
+
+    async def _start_on_loop(self) -> Any:
+        return self._start_here()
+
+    def _start_here(self) -> Any:
+        """Starts the engine on the loop thread, unless it started or closed."""
+        with self._start_lock:
+            if self._client is None and not self._closed and self._start is not None:
+                self._client = self._start()
+            return self._client
+
+    def start(self) -> Engine:
+        """Starts the engine now, where it has not started; returns the handle."""
+        _ = self.client
+        return self
+
+    @property
+    def started(self) -> bool:
+        """Whether the handle holds a client (started, and not shut down)."""
+        return self._client is not None
+
+    def close(self) -> Any:
+        """Marks the handle shut down and hands back its client (None if it
+        never started) for the caller to shut down; a start in progress on the
+        loop finishes first, so no engine is left behind."""
+        with self._start_lock:
+            self._closed = True
+            client, self._client = self._client, None
+        return client
 
     def next_request_id(self, prefix: str = "llc") -> str:
         """A request-id prefix unique within this engine (vLLM requires it)."""
@@ -35,14 +111,18 @@ class Engine:
 
     @property
     def dead(self) -> bool:
-        """True once the client is gone or errored (vLLM's public
+        """True once shut down, or once the client errored (vLLM's public
         ``EngineClient.errored``), or, for embedded engines, once one of its
         engine processes has exited, even before vLLM's monitor thread sets
         ``errored`` (``finished_engine_processes``): the registry then starts
-        a fresh one."""
-        if self.client is None or bool(getattr(self.client, "errored", False)):
+        a fresh one. A handle whose engine has not started yet is not dead
+        (this never starts it)."""
+        client = self._client
+        if client is None:
+            return self._closed or self._start is None
+        if bool(getattr(client, "errored", False)):
             return True
-        return bool(finished_engine_processes(self.client))
+        return bool(finished_engine_processes(client))
 
 
 def finished_engine_processes(client: Any) -> dict[str, int]:

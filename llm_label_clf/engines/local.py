@@ -1,10 +1,15 @@
 """Embedded vLLM engines: one ``AsyncLLM`` per (model, engine options) per
-process, created lazily on the library loop and shared by every caller that
-asks for the same spec (estimators cloned by ``cross_val_score`` included).
+process, shared by every caller that asks for the same spec (estimators
+cloned by ``cross_val_score`` included).
 
-Engines are never pickled; an estimator re-attaches to the registry by its
-plain-data spec. A dead engine (its process killed) is replaced on next use.
-vLLM is imported only when the first engine starts.
+``get_engine`` gives a handle whose engine has not started: vLLM resolves
+its configuration as its engine would, which gives the tokenizer and
+``max_model_len`` that ``fit`` needs (seconds); the engine starts on the
+library loop when a read first needs it (``Engine.client``), so a call whose
+reads are all in the read store starts none. Engines are never pickled; an
+estimator re-attaches to the registry by its plain-data spec. A dead engine
+(its process killed) is replaced on next use. vLLM is imported only when the
+first handle is made.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ..models.builtin import DEFAULT_MODEL, resolve_model
@@ -34,6 +40,7 @@ __all__ = [
     "CPU_BLOCK_SIZE",
     "CPU_KV_CACHE_BYTES",
     "cpu_defaults",
+    "download_model",
     "engine_count",
     "engine_info",
     "engine_settings",
@@ -85,10 +92,12 @@ def engine_count() -> int:
 def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine:
     """The process-wide embedded vLLM engine for ``(model, engine_options)``.
 
-    Started on first use (20 to 60 s on a CPU) and shared by every estimator
-    with the same model and resolved settings, clones included; a dead engine
-    is replaced on the next call. Engines stop at exit, or with
-    :func:`shutdown_engines`.
+    Its handle comes first (a few seconds: vLLM resolves the configuration
+    and loads the tokenizer, as its engine would); the engine itself starts
+    when a read first needs it (20 to 60 s on a CPU), or with
+    ``Engine.start()``. Shared by every estimator with the same model and
+    resolved settings, clones included; a dead engine is replaced on the
+    next call. Engines stop at exit, or with :func:`shutdown_engines`.
 
     Parameters
     ----------
@@ -103,9 +112,9 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
     Returns
     -------
     Engine
-        The handle the estimators read on: ``client`` (vLLM's ``AsyncLLM``),
-        ``tokenizer``, ``max_model_len`` and ``settings`` (what it was started
-        with).
+        The handle the estimators read on: ``client`` (vLLM's ``AsyncLLM``,
+        started on first use), ``tokenizer``, ``max_model_len`` and
+        ``settings`` (what it starts with).
 
     Raises
     ------
@@ -114,7 +123,8 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
     ModelUnavailableError
         ``model`` is a hub id with no cached copy and no way to download it.
     RuntimeError
-        The engine failed to start, or did not start within
+        vLLM refused the model or the options (here), or, on first use of
+        ``client``, the engine failed to start or did not start within
         ``LLM_LABEL_CLF_START_TIMEOUT_S`` seconds (default 300); vLLM's error
         log is printed above it.
 
@@ -122,19 +132,21 @@ def get_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | N
     --------
     >>> from llm_label_clf import get_engine
     >>> engine = get_engine(engine_options={"dtype": "float32"})  # doctest: +SKIP
-    >>> engine.settings["block_size"], engine.settings["dtype"]  # doctest: +SKIP
-    (32, 'float32')
+    >>> engine.settings["block_size"], engine.settings["dtype"], engine.started  # doctest: +SKIP
+    (32, 'float32', False)
     """
     check_model_source(model)
     options = dict(engine_options or {})
     settings = engine_settings(options)
-    return _registry.get(spec_key(model, settings), lambda: _start_engine(model, options, settings))
+    return _registry.get(spec_key(model, settings), lambda: _resolve_engine(model, options, settings))
 
 
 def find_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | None = None) -> Engine | None:
     """The live engine this process has started for ``(model,
-    engine_options)``, or None; starts nothing."""
-    return _registry.find(spec_key(model, engine_settings(engine_options)))
+    engine_options)``, or None (also while its handle has not started it);
+    starts nothing."""
+    engine = _registry.find(spec_key(model, engine_settings(engine_options)))
+    return engine if engine is not None and engine.started else None
 
 
 def _platform() -> Any:
@@ -189,8 +201,9 @@ def engine_info() -> dict[str, Any]:
         ``default_cpu_dtype`` and ``default_cpu_dtype_reason`` (what an engine
         without a ``dtype`` option gets here, and why: bf16 only where the CPU
         computes it natively, or what ``LLM_LABEL_CLF_DTYPE`` says), and
-        ``engines``: for each started engine its ``model``, ``options`` and
-        ``settings``.
+        ``engines``: for each engine of this process its ``model``,
+        ``options``, ``settings`` and ``started`` (False while no read has
+        needed it, as in a run served by its read store).
 
     Examples
     --------
@@ -203,7 +216,8 @@ def engine_info() -> dict[str, Any]:
     """
     cpu = cpu_info()
     dtype, why = choose_cpu_dtype(cpu)
-    engines = [{"model": e.model, "options": dict(e.options), "settings": dict(e.settings)} for e in _registry.values()]
+    engines = [{"model": e.model, "options": dict(e.options), "settings": dict(e.settings), "started": e.started}
+               for e in _registry.values()]
     return {
         "cpu": cpu.model,
         "cpu_capability": cpu.capability,
@@ -214,49 +228,111 @@ def engine_info() -> dict[str, Any]:
     }
 
 
-def _start_engine(model: str, options: dict[str, Any], settings: dict[str, Any]) -> Engine:
-    global _starts
+def _engine_args(path: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``AsyncEngineArgs`` of an engine: the model's local path (or hub id) and its settings."""
+    return {"model": path, "disable_log_stats": True, "use_tqdm_on_load": False, **settings}
+
+
+@contextmanager
+def _quiet_imports() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecations in vLLM's imports
+        yield
+
+
+def _resolve_engine(model: str, options: dict[str, Any], settings: dict[str, Any]) -> Engine:
+    """The handle of an engine that has not started, from vLLM's own
+    resolution of it: ``AsyncEngineArgs(...).create_engine_config()``, the
+    call ``AsyncLLM.from_engine_args`` begins with, on the same arguments
+    (``_launch``); and vLLM's ``cached_tokenizer_from_config`` of that
+    configuration, the call that makes the tokenizer of the engine's
+    renderer (``renderer_from_config``; ``AsyncLLM.get_tokenizer()`` returns
+    the renderer's shallow copy of the object this call caches for the
+    process), so the token ids are the engine's.
+
+    ``max_model_len`` is that configuration's, which a started engine
+    reports (``AsyncLLM.model_config`` is its configuration's
+    ``model_config``). Read in vLLM 0.32: after ``create_engine_config``
+    only the engine core changes it, by KV-cache auto-fit, which runs for
+    ``max_model_len=-1`` alone and can only lower it (the ready response
+    takes the minimum); such a handle starts its engine at once and takes
+    the started value. ``_launch`` checks the two agree at every start.
+    On CPU the configuration sets the environment vLLM's platform wants for
+    its engine processes (``LD_PRELOAD``, thread counts), as a start always did."""
     path = resolve_model(model)
-
-    async def create() -> Engine:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # torch deprecations in vLLM's imports
+    try:
+        with _quiet_imports():
             from vllm.engine.arg_utils import AsyncEngineArgs
-            from vllm.v1.engine.async_llm import AsyncLLM
+            from vllm.tokenizers.registry import cached_tokenizer_from_config
+            from vllm.usage.usage_lib import UsageContext
+        with engine_process_environment():
+            config = AsyncEngineArgs(**_engine_args(path, settings)).create_engine_config(UsageContext.ENGINE_CONTEXT)
+            tokenizer = cached_tokenizer_from_config(config.model_config)
+    except Exception as exc:
+        raise _start_failure(model, path, exc, 0.0) from exc
+    resolved = config.model_config
+    auto_fit = resolved.original_max_model_len == -1
+    engine = Engine(
+        model, options, tokenizer=tokenizer, max_model_len=resolved.max_model_len,
+        settings={**settings, "dtype": str(resolved.dtype).removeprefix("torch.")}, config=config,
+        start=functools.partial(_launch, model, path, settings, None if auto_fit else resolved.max_model_len),
+    )
+    if auto_fit:  # known once the engine has sized its KV cache
+        engine.max_model_len = engine.start().client.model_config.max_model_len
+    return engine
 
-        args = {"model": path, "disable_log_stats": True, "use_tqdm_on_load": False, **settings}
-        began = time.monotonic()
-        try:
-            # own process group: a Ctrl-C in the caller's group must not stop the engine
-            # spawnable_start_method: in a loky worker, vLLM's engine process is
-            # otherwise told to use loky's start method, unknown to it
-            # main_script_not_rerun: a script without the __main__ guard works as written
-            with own_process_group(), main_script_not_rerun(), spawnable_start_method(), engine_process_environment():
-                client = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        except Exception as exc:
-            raise _start_failure(model, path, exc, time.monotonic() - began) from exc
-        try:
-            config = client.model_config
-            return Engine(
-                model=model,
-                options=options,
-                client=client,
-                tokenizer=client.get_tokenizer(),
-                max_model_len=config.max_model_len,
-                settings={**settings, "dtype": str(config.dtype).removeprefix("torch.")},
-            )
-        finally:
-            # vLLM keeps a reference to this frame; without this the client
-            # would outlive shutdown and be finalised during interpreter teardown.
-            del client, config
+
+def _launch(model: str, path: str, settings: dict[str, Any], max_model_len: int | None) -> Any:
+    """Starts a handle's engine and returns its client. Runs on the library
+    loop (``Engine.client``), where the engine's tasks then live. Raises
+    RuntimeError when it fails, or reports another ``max_model_len`` than
+    its handle was resolved with (None: auto-fit, nothing to compare)."""
+    global _starts
+    with _quiet_imports():
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
 
     logger.info("Starting a vLLM engine for %s", model)
-    engine = run_sync(create())
+    began = time.monotonic()
+    try:
+        # own process group: a Ctrl-C in the caller's group must not stop the engine
+        # spawnable_start_method: in a loky worker, vLLM's engine process is
+        # otherwise told to use loky's start method, unknown to it
+        # main_script_not_rerun: a script without the __main__ guard works as written
+        with own_process_group(), main_script_not_rerun(), spawnable_start_method(), engine_process_environment():
+            client = AsyncLLM.from_engine_args(AsyncEngineArgs(**_engine_args(path, settings)))
+    except Exception as exc:
+        raise _start_failure(model, path, exc, time.monotonic() - began) from exc
     # vLLM registered its exit hooks on import: ours must run before them.
     rearm_exit_handler()
     run_before_children_are_joined(shutdown_engines)
     _starts += 1
-    return engine
+    try:
+        reported = client.model_config.max_model_len
+        if max_model_len is not None and reported != max_model_len:
+            client.shutdown()
+            raise RuntimeError(
+                f"the vLLM engine for {model!r} started with max_model_len={reported}, where its configuration "
+                f"gave {max_model_len} before the start: please report this (vLLM version change?)"
+            )
+        return client
+    finally:
+        # vLLM keeps a reference to this frame; without this the client
+        # would outlive shutdown and be finalised during interpreter teardown.
+        del client
+
+
+def download_model(model: str, engine_options: Mapping[str, Any] | None = None) -> None:
+    """Brings a hub model's files into the local hub cache as its engine's
+    start would (vLLM's ``get_model_loader(load_config).download_model``, on
+    the configuration of its handle), without starting it, so that the read
+    store fingerprints the weights the engine loads. Local models have
+    nothing to fetch."""
+    config = get_engine(model, engine_options).config
+    with _quiet_imports():
+        from vllm.model_executor.model_loader import get_model_loader
+    with engine_process_environment():
+        get_model_loader(config.load_config).download_model(config.model_config)
 
 
 def _start_failure(model: str, path: str, exc: Exception, waited_s: float) -> RuntimeError:
@@ -286,10 +362,11 @@ async def _close(client: Any) -> None:
 
 
 def shutdown_engine(engine: Engine) -> None:
-    """Shuts one engine down and drops its client (a dead engine too)."""
+    """Shuts one engine down and drops its client (a dead engine too; a
+    handle that never started is only closed)."""
     # Drop our reference too, so AsyncLLM.__del__ runs now rather than during
     # interpreter teardown, when the modules it needs are already gone.
-    client, engine.client = engine.client, None
+    client = engine.close()
     if client is None:
         return
     try:
@@ -301,7 +378,8 @@ def shutdown_engine(engine: Engine) -> None:
 
 
 def shutdown_engines() -> None:
-    """Shuts down every embedded engine this process started.
+    """Shuts down every embedded engine this process started, and closes
+    the handles of those that never started.
 
     The next use starts a fresh engine. Called at exit too (after remote
     clients close), so scripts need not call it; tests and benchmarks do, to

@@ -142,7 +142,7 @@ def fit_output(
     reading = build_reading(
         settings, classes.tolist(), labels, records, y_index, engine.tokenizer, engine.max_model_len
     )
-    ref = store_ref(est)  # after the engine started: a hub model's files are then here to fingerprint
+    ref = store_ref(est)  # needs no started engine: reads the store holds start none
     if ref is not None:
         reading = replace(reading, plan=replace(reading.plan, store=ref))
     if out.given is None:

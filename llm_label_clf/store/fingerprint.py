@@ -142,19 +142,24 @@ def model_fingerprint(location: str | os.PathLike[str]) -> str:
     return _memo[key]
 
 
-def _hub_snapshot(model: str, settings: Mapping[str, Any]) -> Path:
+def _hub_snapshot(model: str, engine_options: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> Path:
     """The local snapshot folder of hub id ``model`` at the settings'
-    ``revision`` (vLLM loads it from there). Raises ReadStoreError when there
-    is none to fingerprint."""
+    ``revision`` (vLLM loads it from there), its files first brought there as
+    the engine's start would download them (``engines.local.download_model``),
+    so the fingerprint covers the weights the engine loads though no engine
+    has started. Raises ReadStoreError when there is none to fingerprint."""
     try:
         from huggingface_hub import snapshot_download
 
+        from ..engines.local import download_model
+
+        download_model(model, engine_options)
         return Path(
             snapshot_download(
                 model, revision=settings.get("revision"), cache_dir=settings.get("download_dir"), local_files_only=True
             )
         )
-    except Exception as exc:  # huggingface_hub raises several kinds for a missing snapshot
+    except Exception as exc:  # huggingface_hub and vLLM's loader raise several kinds for a missing model
         raise ReadStoreError(
             f"the read store fingerprints the model's files, and hub model {model!r} has no local snapshot "
             f"to fingerprint ({type(exc).__name__}: {exc}): download it first, or give model= a local folder"
@@ -186,8 +191,9 @@ def _version(*dists: str) -> str | None:
 
 def reader_key(model: str, engine_options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The reader key of an embedded engine for ``(model, engine_options)``
-    (see the module), computed without starting it. Raises ReadStoreError
-    when the model's files cannot be fingerprinted."""
+    (see the module), computed without starting it (a hub model's files are
+    downloaded first, as its start would). Raises ReadStoreError when the
+    model's files cannot be fingerprinted."""
     from ..engines.local import engine_settings
     from ..models.builtin import resolve_model
 
@@ -195,7 +201,7 @@ def reader_key(model: str, engine_options: Mapping[str, Any] | None) -> dict[str
     location = resolve_model(model)
     path = Path(location).expanduser()
     if not path.exists():
-        path = _hub_snapshot(location, settings)
+        path = _hub_snapshot(location, engine_options, settings)
     options = {k: v for k, v in sorted(settings.items()) if k not in NEUTRAL_OPTIONS}
     tokenizer = settings.get("tokenizer")
     tokenizer_path = Path(str(tokenizer)).expanduser() if tokenizer else None

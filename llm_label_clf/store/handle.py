@@ -1,9 +1,10 @@
 """The read store as the estimator sees it: ``ReadStore``, the handle a
 ``read_store`` parameter may hold (plain data: its path), and the two steps
-of ``fit`` that use it: ``open_read_store`` (before any engine starts: which
-store, if any, and is it usable) and ``store_ref`` (after: the reader key a
-fit's reading plans carry, so every process that reads them, a loky worker's
-included, reads through the same store).
+of ``fit`` that use it: ``open_read_store`` (before anything of the engine
+is set up: which store, if any, and is it usable) and ``store_ref`` (the
+reader key a fit's reading plans carry, so every process that reads them, a
+loky worker's included, reads through the same store; it needs no started
+engine, so a call whose reads are all stored starts none).
 
 ``read_store`` may be a path, a ``ReadStore``, or None; None takes the path
 in ``LLM_LABEL_CLF_READ_STORE`` when set, for whole scripts. Remote servers
@@ -154,9 +155,9 @@ def open_read_store(estimator: Any) -> ReadStore | None:
 
 def store_ref(estimator: Any) -> StoreRef | None:
     """The ``StoreRef`` of ``estimator``'s reads (its store and reader key),
-    or None without a store. Call after ``open_read_store``; the model's
-    files must be there (a hub model downloaded). Raises ReadStoreError when
-    they cannot be fingerprinted."""
+    or None without a store. Call after ``open_read_store``; a hub model's
+    files are downloaded first (as its engine's start would), no engine
+    starts. Raises ReadStoreError when they cannot be fingerprinted."""
     store = _chosen(estimator)
     if store is None:
         return None
