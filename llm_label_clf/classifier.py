@@ -199,7 +199,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         predict, and costs a read of each (without ``y``, also of 20
         domain-context inputs); with fewer than 16 texts it reads the 3
         content-free inputs instead. Multi-label: per label, aimed at its
-        frequency in ``y``. None: the engine's exact reads, softmaxed
+        frequency in ``y``; a joint read (``multioutput_read="joint"``)
+        takes no calibration, so "auto" leaves it as read. None: the engine's exact reads, softmaxed
         over the classes. "contextual" divides by the probabilities of
         content-free inputs; "batch" by each class's mean probability over
         the texts of the call (calls with fewer than 16 texts use the mean

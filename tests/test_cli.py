@@ -461,7 +461,7 @@ def test_help_shows_every_option(no_engine, capsys):
         extra = ["--engine-options", "--train", "--sep", "--bad-rows", "--skipped", "--label-column"]
         for option in [*OPTION_OF.values(), *extra]:  # every option the hints may name exists
             assert option in out, option
-        assert "{none,contextual,batch,learned}" in out and "{error,skip,keep}" in out
+        assert "{auto,none,contextual,batch,learned}" in out and "{error,skip,keep}" in out
 
 
 # ------------------------------------------------------------------ labelled data: usage errors (no engine)

@@ -62,8 +62,8 @@ def selected(engine, sst2):
 def test_every_candidate_is_scored_in_grid_search_layout(selected):
     results = selected.cv_results_
     frame = pd.DataFrame(results)
-    # 4 readers x (None, contextual, batch, learned x 2 class weights) + 2 stacked
-    assert len(frame) == 4 * 5 + 2
+    # 4 readers x (auto, None, contextual, batch, learned x 2 class weights) + 2 stacked
+    assert len(frame) == 4 * 6 + 2
     for metric in ("neg_log_loss", "accuracy", "f1_macro"):
         splits = np.column_stack([results[f"split{k}_test_{metric}"] for k in range(3)])
         np.testing.assert_allclose(results[f"mean_test_{metric}"], splits.mean(axis=1))
@@ -75,7 +75,7 @@ def test_every_candidate_is_scored_in_grid_search_layout(selected):
     assert means[best] >= means.max() - sems[np.argmax(means)]
     assert selected.best_score_ == means[best]
     assert selected.best_params_ == results["params"][best]
-    assert set(frame["param_calibration"].dropna()) == {"contextual", "batch", "learned"}
+    assert set(frame["param_calibration"].dropna()) == {"auto", "contextual", "batch", "learned"}
     assert selected.n_splits_ == 3
 
 

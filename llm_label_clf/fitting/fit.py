@@ -281,7 +281,7 @@ def fit_joint(est: Any, records: Records, target: Target, get_engine: EngineGett
         )
     unsupported = {
         "few_shot": est.few_shot != 0,
-        "calibration": est.calibration is not None,
+        "calibration": est.calibration not in (None, "auto"),  # "auto" applies where it can: not here
         "length_norm": est.length_norm is not None,
         "prune_margin": est.prune_margin is not None,
         "label_mode": est.label_mode not in ("auto", "options"),

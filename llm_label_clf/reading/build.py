@@ -146,7 +146,8 @@ def _example_block(
     when it leaves too little of the context for the text."""
     # each example: its rendered prompt, then its class's verbalizer as the model would write it
     prefix = "".join(layout.body(records[row]) + verbalizers[y_index[row]][0] + EXAMPLE_SEPARATOR for row in rows)
-    n_tokens = len(tokenizer.encode(prefix, add_special_tokens=False))
+    query = layout.body(dict.fromkeys(records[rows[0]], "")) if len(rows) else ""  # the prompt around the text
+    n_tokens = len(tokenizer.encode(prefix + query, add_special_tokens=False))
     if n_tokens > max_model_len - MIN_QUERY_TOKENS:
         raise FewShotTooLongError(owner, int(few_shot), n_tokens, max_model_len)
     return prefix
