@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import BANKING_PROMPT, Task, banking77, csv, emit, run_child, timed_passes  # noqa: E402
+from bench import common  # noqa: E402
 
 MARGINS = (0.0, 2.0, 8.0)  # --many-classes
 
@@ -58,16 +57,16 @@ TREC_WORDS = {
 }  # fmt: skip
 
 
-def tasks(banking_per_intent: int, n_trec: int, n_agnews: int, cap: int | None) -> list[Task]:
+def tasks(banking_per_intent: int, n_trec: int, n_agnews: int, cap: int | None) -> list[common.Task]:
     """The three sets as bench Tasks (seeded samples; ``cap`` cuts each)."""
-    trec = csv("trec_test.csv").sample(frac=1.0, random_state=0).head(n_trec)
-    trec_classes = sorted(set(csv("trec_train.csv")["fine_label"]) | set(trec["fine_label"]))
-    agnews = csv("agnews_test.csv").sample(n=n_agnews, random_state=0)
+    trec = common.csv("trec_test.csv").sample(frac=1.0, random_state=0).head(n_trec)
+    trec_classes = sorted(set(common.csv("trec_train.csv")["fine_label"]) | set(trec["fine_label"]))
+    agnews = common.csv("agnews_test.csv").sample(n=n_agnews, random_state=0)
     out = [
-        banking77(banking_per_intent, mixed=True),
-        Task("trec_fine", trec["text"].tolist(), trec["fine_label"].to_numpy(), "Question: {text}\nAnswer type:",
+        common.banking77(banking_per_intent, mixed=True),
+        common.Task("trec_fine", trec["text"].tolist(), trec["fine_label"].to_numpy(), "Question: {text}\nAnswer type:",
              {c: TREC_WORDS[c] for c in trec_classes}),
-        Task("agnews", agnews["text"].tolist(), agnews["label"].to_numpy(), "Article: {text}\nTopic:",
+        common.Task("agnews", agnews["text"].tolist(), agnews["label"].to_numpy(), "Article: {text}\nTopic:",
              {c: c for c in sorted(set(agnews["label"]))}),
     ]
     return [t.subset(cap) if cap else t for t in out]
@@ -98,7 +97,7 @@ def metrics(task: Any, proba: np.ndarray, classes: np.ndarray) -> dict[str, Any]
     }
 
 
-def timed(task: Task, one_read: float, fit_texts: int | None, engine_options: dict | None = None,
+def timed(task: common.Task, one_read: float, fit_texts: int | None, engine_options: dict | None = None,
           **params: Any) -> tuple[Any, Any, dict]:
     """The estimator fitted on ``fit_texts`` texts (None: all), warmed up and timed on ``task`` from an
     empty prefix cache: it, its probabilities, and the row's texts, seconds and cost per text."""
@@ -109,13 +108,13 @@ def timed(task: Task, one_read: float, fit_texts: int | None, engine_options: di
     clf = LLMLabelClassifier(prompt=task.prompt, labels=task.labels, progress=False, low_mass="ignore",
                              engine_options=engine_options, **params).fit(task.texts[:fit_texts])
     clf.predict_proba(task.texts[:2])  # warm-up of this reading
-    proba, (seconds,) = timed_passes(lambda: clf.predict_proba(task.texts), 1,
+    proba, (seconds,) = common.timed_passes(lambda: clf.predict_proba(task.texts), 1,
                                      lambda: empty_prefix_cache(engine_options))
     per_text = seconds / len(task.texts)
     return clf, proba, {"texts": len(task.texts), "seconds_per_text": per_text, "cost_vs_one_read": per_text / one_read}
 
 
-def ours(sets: list[Task], n_sst2: int, margin: float, engine_options: dict | None) -> dict[str, Any]:
+def ours(sets: list[common.Task], n_sst2: int, margin: float, engine_options: dict | None) -> dict[str, Any]:
     """The yardstick and the estimator's readings, in this process."""
     from bench.contenders import one_read_s
 
@@ -158,7 +157,7 @@ def many_classes(n_texts: int, n_sst2: int) -> dict[str, Any]:
     from llm_label_clf import engine_info
 
     one_read = one_read_s(n_sst2)
-    task = banking77(1).subset(n_texts)
+    task = common.banking77(1).subset(n_texts)
     rows: list[dict[str, Any]] = []
     exact_proba = None
     for margin in (None, *MARGINS):
@@ -179,7 +178,7 @@ def many_classes(n_texts: int, n_sst2: int) -> dict[str, Any]:
             "engine_settings": info["engines"][0]["settings"] if info["engines"] else None}
 
 
-def baseline(kind: str, task: Task) -> dict[str, Any]:
+def baseline(kind: str, task: common.Task) -> dict[str, Any]:
     """A baseline (``raw``, ``constrained`` or ``skorch``) in this (child) process: warmed up, one timed pass."""
     from bench.common import sizes
     from bench.contenders import RawConstrained, RawVllm, Skorch
@@ -187,9 +186,9 @@ def baseline(kind: str, task: Task) -> dict[str, Any]:
     runner = {"raw": RawVllm, "constrained": RawConstrained, "skorch": Skorch}[kind](sizes(quick=True))
     runner.start()
     if kind == "skorch":  # skorch learns its classes from y: fit it on every intent, not just these texts'
-        runner._fit(Task(task.name, list(task.classes), task.classes, task.prompt, task.labels))
+        runner._fit(common.Task(task.name, list(task.classes), task.classes, task.prompt, task.labels))
     runner.predict(task, task.texts[: 2 if kind == "constrained" else 1])  # warm-up
-    out, (seconds,) = timed_passes(lambda: runner.predict(task, task.texts), 1, lambda: runner.reset(task))
+    out, (seconds,) = common.timed_passes(lambda: runner.predict(task, task.texts), 1, lambda: runner.reset(task))
     texts, per_text = len(task.texts), seconds / len(task.texts)
     if kind == "constrained":
         return {"task": task.name, "reader": runner.name, "texts": texts, "reads_per_text": out["reads_per_text"],
@@ -202,7 +201,7 @@ def baseline(kind: str, task: Task) -> dict[str, Any]:
 def in_child(argv: list[str], failed: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
     """``baseline`` in a child process (this script with ``argv``); ``failed`` with the error where it fails."""
     try:
-        return run_child([sys.executable, __file__, *argv], env=env).message
+        return common.run_child([sys.executable, __file__, *argv], env=env).message
     except RuntimeError as exc:
         return {**failed, "error": str(exc)[-2000:]}
 
@@ -242,7 +241,7 @@ def markdown(doc: dict[str, Any]) -> str:
 def many_markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
-        f"Banking77, {doc['texts']} test texts (one per intent), prompt `{BANKING_PROMPT!r}`, 77 intents as words; "
+        f"Banking77, {doc['texts']} test texts (one per intent), prompt `{common.BANKING_PROMPT!r}`, 77 intents as words; "
         f"yardstick: one read of an SST-2 text with the demo prompt = {doc['one_read_s'] * 1000:.1f} ms. "
         f"CPU {m['cpu_model']} ({m['cpu_capability']}, {m['cores']} cores), engine dtype "
         f"{(doc.get('engine_settings') or {}).get('dtype', '?')}.",
@@ -267,12 +266,12 @@ def many_markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--texts", type=int, default=None, help="cap every set at N texts (--many-classes: 24)")
     parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice on this CPU)")
     parser.add_argument("--raw", help=argparse.SUPPRESS)
     parser.add_argument("--contender", choices=["raw", "skorch"], help=argparse.SUPPRESS)
-    args = results.arguments(parser, lambda doc: (many_markdown if "texts" in doc else markdown)(doc), lambda a: (
+    args = common.arguments(parser, lambda doc: (many_markdown if "texts" in doc else markdown)(doc), lambda a: (
         "many_classes" if a.many_classes else "constrained" + (f"-{a.dtype}" if a.dtype else "")),
         many_classes=False, banking_per_intent=3, trec=500, agnews=400, sst2=96, margin=2.0, no_raw=False,
         skorch_texts=3, baselines_only=False)
@@ -280,12 +279,12 @@ def main() -> None:
         return main_many_classes(args)
     sets = tasks(args.banking_per_intent, args.trec, args.agnews, args.texts)
     if args.raw:
-        emit(baseline("constrained", next(t for t in sets if t.name == args.raw)))
+        common.emit(baseline("constrained", next(t for t in sets if t.name == args.raw)))
         return
     from llm_label_clf import shutdown_engines
     from llm_label_clf.engines.hardware import DTYPE_ENV
 
-    doc = results.record(dtype=args.dtype)
+    doc = common.record(dtype=args.dtype)
     doc.update(ours(sets, args.sst2, args.margin, {"dtype": args.dtype} if args.dtype else None))
     doc["dtype"] = args.dtype or (doc.get("engine_settings") or [{}])[0].get("dtype", doc["dtype"])
     shutdown_engines()  # the raw anchor gets the cores to itself
@@ -296,26 +295,26 @@ def main() -> None:
         failed = {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes"}
         doc["rows"].append(in_child(["--raw", task.name, *argv], failed, env))
         print(doc["rows"][-1], flush=True)
-    print(results.write(args.name, doc, markdown))
+    print(common.write(args.name, doc, markdown))
 
 
 def main_many_classes(args: argparse.Namespace) -> None:
     n_texts = args.texts or 24
     if args.contender:
-        emit(baseline(args.contender, banking77(1).subset(n_texts)))
+        common.emit(baseline(args.contender, common.banking77(1).subset(n_texts)))
         return
     if args.baselines_only:
-        doc = results.load(args.name)
+        doc = common.load(args.name)
         doc["rows"] = [r for r in doc["rows"] if r["reader"].startswith("LLMLabelClassifier")]
     else:
         from llm_label_clf import shutdown_engines
 
-        doc = results.record(texts=n_texts)
+        doc = common.record(texts=n_texts)
         doc.update(many_classes(n_texts, args.sst2))
         shutdown_engines()  # the baselines get the cores to themselves
     for name, n in (("raw", doc["texts"]), ("skorch", args.skorch_texts)):
         doc["rows"].append(in_child(["--many-classes", "--contender", name, "--texts", str(n)], {"reader": name}))
-    print(results.write(args.name, doc, many_markdown))
+    print(common.write(args.name, doc, many_markdown))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT, csv  # noqa: E402
+from bench import common  # noqa: E402
 
 
 def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
@@ -30,7 +29,7 @@ def run(engine_options: dict | None, texts: list[str], y, passes: int) -> dict:
     from llm_label_clf import LLMLabelClassifier, shutdown_engines
 
     began = time.perf_counter()
-    clf = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False,
+    clf = LLMLabelClassifier(prompt=common.DEMO_PROMPT, instructions=common.DEMO_INSTRUCTIONS, progress=False,
                              engine_options=engine_options)
     clf.fit(texts[:8], y[:8])
     start_s = time.perf_counter() - began
@@ -63,18 +62,17 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, lambda a: "dtypes" + (f"-{a.tag}" if a.tag else ""), texts=200, passes=2,
+    args = common.arguments(__doc__, markdown, lambda a: "dtypes" + (f"-{a.tag}" if a.tag else ""), texts=200, passes=2,
                              tag="")
     import torch
 
     from llm_label_clf.engines.hardware import choose_cpu_dtype, cpu_info
 
-    frame = csv("sst2_dev.csv").iloc[: args.texts]
+    frame = common.csv("sst2_dev.csv").iloc[: args.texts]
     texts, y = frame["text"].tolist(), frame["label"].to_numpy()
     cpu = cpu_info()
     chosen, why = choose_cpu_dtype(cpu)
-    doc = results.record(dtype=f"{chosen} (default), float32, bfloat16", default_choice={"dtype": chosen, "why": why},
+    doc = common.record(dtype=f"{chosen} (default), float32, bfloat16", default_choice={"dtype": chosen, "why": why},
                          texts=len(texts))
     caps = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ}
     doc["machine"].update(native_bf16=cpu.native_bf16, caps=caps,
@@ -95,7 +93,7 @@ def main() -> None:
     }
     best = max(r["median_texts_per_s"] for r in doc["results"].values())
     doc["default_share_of_best"] = doc["results"]["default"]["median_texts_per_s"] / best
-    print(results.write(args.name, doc, markdown))
+    print(common.write(args.name, doc, markdown))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import DEMO_INSTRUCTIONS, DEMO_PROMPT, csv  # noqa: E402
+from bench import common  # noqa: E402
 
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
@@ -48,10 +47,10 @@ def run(name: str, dtype: str | None, train: tuple[list[str], Any], test: tuple[
     os.environ.update(env)
     try:
         began = time.perf_counter()
-        zero = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False,
+        zero = LLMLabelClassifier(prompt=common.DEMO_PROMPT, instructions=common.DEMO_INSTRUCTIONS, progress=False,
                                   engine_options=options or None, **params).fit(*train)
         start_s = time.perf_counter() - began
-        few = LLMLabelClassifier(prompt=DEMO_PROMPT, instructions=DEMO_INSTRUCTIONS, progress=False, few_shot=4,
+        few = LLMLabelClassifier(prompt=common.DEMO_PROMPT, instructions=common.DEMO_INSTRUCTIONS, progress=False, few_shot=4,
                                  random_state=0, engine_options=options or None, **params).fit(*train)
         out: dict[str, Any] = {"engine_options": options, "env": env, "params": params, "start_and_fit_s": start_s}
         for label, clf in (("zero_shot", zero), ("few_shot_4", few)):
@@ -92,21 +91,21 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice for this CPU)")
-    args = results.arguments(parser, markdown, lambda a: "knobs" + (f"-{a.tag}" if a.tag else ""), texts=200, passes=2,
+    args = common.arguments(parser, markdown, lambda a: "knobs" + (f"-{a.tag}" if a.tag else ""), texts=200, passes=2,
                              tag="")
-    frame = csv("sst2_dev.csv").sample(frac=1.0, random_state=0)
+    frame = common.csv("sst2_dev.csv").sample(frac=1.0, random_state=0)
     train = (frame["text"].tolist()[:64], frame["label"].to_numpy()[:64])
     test = (frame["text"].tolist()[64 : 64 + args.texts], frame["label"].to_numpy()[64 : 64 + args.texts])
-    doc = results.record(dtype=args.dtype, dtype_asked=args.dtype, texts=args.texts, results={})
+    doc = common.record(dtype=args.dtype, dtype_asked=args.dtype, texts=args.texts, results={})
     for variant in VARIANTS:
         r = doc["results"][variant] = run(variant, args.dtype, train, test, args.passes)
         print(f"{variant}: zero-shot {r['zero_shot']['median_texts_per_s']:.1f} texts/s, few-shot "
               f"{r['few_shot_4']['median_texts_per_s']:.1f} texts/s, start+fit {r['start_and_fit_s']:.1f} s",
               flush=True)
     doc["dtype"] = doc["results"]["defaults"]["settings"].get("dtype", doc["dtype"])
-    print(results.write(args.name, doc, markdown))
+    print(common.write(args.name, doc, markdown))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import banking77, csv  # noqa: E402
+from bench import common  # noqa: E402
 
 MODES = [
     ("first_token", {"label_mode": "first_token"}),
@@ -27,8 +26,8 @@ MODES = [
 
 
 def load(n_agnews: int, banking_per_class: int) -> dict:
-    agnews = csv("agnews_test.csv").sample(n=n_agnews, random_state=0)
-    banking = banking77(banking_per_class)
+    agnews = common.csv("agnews_test.csv").sample(n=n_agnews, random_state=0)
+    banking = common.banking77(banking_per_class)
     return {
         "agnews": {
             "X": agnews["text"].tolist(),
@@ -77,7 +76,7 @@ def run_outputs(n: int) -> dict:
 
     from llm_label_clf import LLMLabelClassifier
 
-    frame = csv("trec_test.csv").sample(n=n, random_state=0)
+    frame = common.csv("trec_test.csv").sample(n=n, random_state=0)
     X, Y = frame["text"].tolist(), frame[["label", "fine_label"]]
     out: dict = {"n": n}
     clf = LLMLabelClassifier(prompt=TREC_PROMPTS, progress=False, low_mass="ignore").fit(X, Y)
@@ -132,10 +131,9 @@ def markdown(doc: dict) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, "label_modes", agnews=400, banking_per_class=2, trec=200)
+    args = common.arguments(__doc__, markdown, "label_modes", agnews=400, banking_per_class=2, trec=200)
     data = load(args.agnews, args.banking_per_class)
-    doc = results.record(datasets={})
+    doc = common.record(datasets={})
     for dataset, d in data.items():
         doc["datasets"][dataset] = {}
         for name, params in MODES:
@@ -145,7 +143,7 @@ def main() -> None:
             print(dataset, name, r, flush=True)
     doc["trec_outputs"] = run_outputs(args.trec)
     print("trec", doc["trec_outputs"], flush=True)
-    print(results.write("label_modes", doc, markdown))
+    print(common.write("label_modes", doc, markdown))
 
 
 if __name__ == "__main__":

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import csv  # noqa: E402
+from bench import common  # noqa: E402
 
 #: One prompt per dataset, as a user would write it (not tuned to the data).
 DATASETS = {
@@ -34,9 +33,9 @@ def split(name: str, n_test: int, seed: int = 0):
     """Held-out test texts, and the pool the k examples per class come from
     (a disjoint split of the same file where there is no separate test file)."""
     spec = DATASETS[name]
-    frame = csv(spec["train"]).sample(frac=1.0, random_state=seed)
+    frame = common.csv(spec["train"]).sample(frac=1.0, random_state=seed)
     if spec["test"]:
-        test = csv(spec["test"]).sample(frac=1.0, random_state=seed).head(n_test)
+        test = common.csv(spec["test"]).sample(frac=1.0, random_state=seed).head(n_test)
         pool = frame
     else:
         test, pool = frame.head(n_test), frame.iloc[n_test:]
@@ -138,9 +137,8 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, "learning", n_test=200, k=[0, 4, 16], datasets=list(DATASETS))
-    doc = results.record(n_test=args.n_test, datasets={})
+    args = common.arguments(__doc__, markdown, "learning", n_test=200, k=[0, 4, 16], datasets=list(DATASETS))
+    doc = common.record(n_test=args.n_test, datasets={})
     for name in args.datasets:
         test, pool = split(name, args.n_test)
         prompt = DATASETS[name]["prompt"]
@@ -153,7 +151,7 @@ def main() -> None:
                 r["k"] = k
                 rows[label] = r
                 print(name, label, {a: round(b, 3) for a, b in r.items()}, flush=True)
-    print(results.write("learning", doc, markdown))
+    print(common.write("learning", doc, markdown))
 
 
 if __name__ == "__main__":

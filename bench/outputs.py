@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import csv  # noqa: E402
+from bench import common  # noqa: E402
 
 #: Output names as a user would write them; they are the answer cues.
 NAMES = ["answer type", "fine answer type"]
@@ -38,9 +37,8 @@ def main() -> None:
     from llm_label_clf import LLMLabelClassifier, get_engine
     from llm_label_clf.engines.loop import run_sync
 
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, "outputs", n=200, rounds=3)
-    table = csv("trec_test.csv")
+    args = common.arguments(__doc__, markdown, "outputs", n=200, rounds=3)
+    table = common.csv("trec_test.csv")
     frame = table.sample(n=args.n, random_state=0)
     X = frame["text"].tolist()
     warm = table.drop(frame.index)["text"].head(8).tolist()
@@ -49,7 +47,7 @@ def main() -> None:
         name: LLMLabelClassifier(progress=False, low_mass="ignore", **params).fit(X, Y)
         for name, params in READS.items()
     }
-    doc = results.record(n=args.n, rounds=args.rounds, reads={})
+    doc = common.record(n=args.n, rounds=args.rounds, reads={})
     speeds: dict[str, list[float]] = {name: [] for name in READS}
     probas = {}
     engine = get_engine()
@@ -89,7 +87,7 @@ def main() -> None:
             "exact_match": exact,
             "label_modes": modes,
         }
-    print(results.write("outputs", doc, markdown))
+    print(common.write("outputs", doc, markdown))
 
 
 def markdown(doc: dict) -> str:

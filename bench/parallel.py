@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import csv, emit, family, run_child  # noqa: E402
+from bench import common  # noqa: E402
 
 PROMPTS = ["Review: {text}\nSentiment (positive or negative):", "Text: {text}\nSentiment:"]
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -44,7 +43,7 @@ def child(config: dict[str, Any], texts: int) -> None:
     from llm_label_clf import LLMLabelClassifier
     from llm_label_clf.engines.local import engine_count
 
-    frame = csv("sst2_dev.csv").head(texts)
+    frame = common.csv("sst2_dev.csv").head(texts)
     X, y = frame["text"].tolist(), frame["label"].to_numpy()
     clf = LLMLabelClassifier(prompt=PROMPTS[0], progress=False, low_mass="ignore")
     times = []
@@ -61,7 +60,7 @@ def child(config: dict[str, Any], texts: int) -> None:
         if config.get("backend") == "loky":
             probe = joblib.delayed(lambda: (os.getpid(), engine_count()))
             workers = dict(joblib.Parallel(n_jobs=2)(probe() for _ in range(4)))
-    emit({"cold_fit_s": times[0], "warm_fit_s": times[1], "predict_s": predict_s, "engines_here": engine_count(),
+    common.emit({"cold_fit_s": times[0], "warm_fit_s": times[1], "predict_s": predict_s, "engines_here": engine_count(),
           "engines_in_probed_workers": sum(workers.values()), "best_params": search.best_params_,
           "mean_test_score": search.cv_results_["mean_test_score"].tolist(), "proba": proba.tolist()})
 
@@ -79,10 +78,10 @@ def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
 
     def involved(root: Any) -> list[Any]:
         servers.update(entry["pid"] for entry in filter(None, map(registry.read, registry.names())))
-        processes = {p.pid: p for p in family(root)}
+        processes = {p.pid: p for p in common.family(root)}
         for pid in servers:
             try:
-                processes.update((p.pid, p) for p in family(psutil.Process(pid)))
+                processes.update((p.pid, p) for p in common.family(psutil.Process(pid)))
             except psutil.Error:
                 continue
         for p in processes.values():
@@ -94,7 +93,7 @@ def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
         return list(processes.values())
 
     try:
-        ran = run_child([sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)], env=env,
+        ran = common.run_child([sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)], env=env,
                         timeout=1800, processes=involved)
     finally:
         os.environ[SHARED_DIR_ENV] = str(registry_dir)
@@ -132,19 +131,19 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="run only these configurations")
-    args = results.arguments(parser, markdown, "parallel", texts=48)
+    args = common.arguments(parser, markdown, "parallel", texts=48)
     os.environ.setdefault("LLM_LABEL_CLF_DTYPE", "float32")  # exact comparisons across engines
     if args.child:
         child(json.loads(args.child), args.texts)
         return
-    doc = results.record(texts=args.texts, results={})
+    doc = common.record(texts=args.texts, results={})
     for name in args.only or CONFIGS:
         doc["results"][name] = run_config(name, CONFIGS[name], args.texts)
         print(name, {k: v for k, v in doc["results"][name].items() if k != "proba"}, flush=True)
-    print(results.write("parallel", doc, markdown))
+    print(common.write("parallel", doc, markdown))
 
 
 if __name__ == "__main__":

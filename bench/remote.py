@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import MODEL, SST2_PROMPT, csv  # noqa: E402
+from bench import common  # noqa: E402
 
 LABELS = (" positive", " negative")
 
@@ -31,7 +30,7 @@ def build_prompts(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], li
     """Prompt ids and the label tokens as tokenized after the prompt."""
     prompts, label_ids = [], None
     for text in texts:
-        prompt = SST2_PROMPT.format(text=text)
+        prompt = common.SST2_PROMPT.format(text=text)
         ids = tokenizer.encode(prompt, add_special_tokens=False)
         labels = [tokenizer.encode(prompt + label, add_special_tokens=False)[len(ids)] for label in LABELS]
         assert label_ids in (None, labels), "label tokens differ between prompts"
@@ -68,7 +67,7 @@ def raw_batched_http(url: str, prompts: list[list[int]], label_ids: list[int]) -
     import httpx
 
     body = {
-        "model": MODEL, "prompt": prompts, "max_tokens": 1, "temperature": 0, "logprobs": len(label_ids),
+        "model": common.MODEL, "prompt": prompts, "max_tokens": 1, "temperature": 0, "logprobs": len(label_ids),
         "logprob_token_ids": label_ids, "return_tokens_as_token_ids": True,
     }  # fmt: skip
     start = time.perf_counter()
@@ -118,8 +117,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, "remote", texts=400, rounds=3, max_concurrency=32)
+    args = common.arguments(__doc__, markdown, "remote", texts=400, rounds=3, max_concurrency=32)
 
     import numpy as np
 
@@ -128,12 +126,12 @@ def main() -> None:
     from llm_label_clf.models.builtin import resolve_model
     from llm_label_clf.testing import vllm_server
 
-    results.RESULTS.mkdir(parents=True, exist_ok=True)
-    texts = csv("sst2_dev.csv")["text"].iloc[: args.texts].tolist()
-    doc = results.record(texts=len(texts), rounds=args.rounds, max_concurrency=args.max_concurrency)
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    texts = common.csv("sst2_dev.csv")["text"].iloc[: args.texts].tolist()
+    doc = common.record(texts=len(texts), rounds=args.rounds, max_concurrency=args.max_concurrency)
 
     start = time.perf_counter()
-    engine = get_engine(MODEL).start()
+    engine = get_engine(common.MODEL).start()
     embedded_start = time.perf_counter() - start
     prompts, label_ids = build_prompts(engine.tokenizer, texts)
     options = {"max_concurrency": args.max_concurrency}
@@ -143,18 +141,18 @@ def main() -> None:
         # leaving, the remote engines close, then the servers stop
         with contextlib.ExitStack() as stack:
             for name in "ab":
-                log = results.RESULTS / f"remote-server-{name}.log"
-                server = vllm_server(resolve_model(MODEL), served_model_name=MODEL, log_path=log)
+                log = common.RESULTS / f"remote-server-{name}.log"
+                server = vllm_server(resolve_model(common.MODEL), served_model_name=common.MODEL, log_path=log)
                 servers.append(stack.enter_context(server))
                 print(f"server {name} up in {servers[-1].start_s:.1f} s", flush=True)
             stack.callback(shutdown_remote_engines)
             start = time.perf_counter()
-            one = get_remote_engine(servers[0].url, MODEL, **options)
+            one = get_remote_engine(servers[0].url, common.MODEL, **options)
             connect_s = time.perf_counter() - start
             engines = {
                 "embedded": engine,
                 "one_server": one,
-                "two_servers": get_remote_engine([s.url for s in servers], MODEL, **options),
+                "two_servers": get_remote_engine([s.url for s in servers], common.MODEL, **options),
             }
             found = timed_reads(engines, prompts, label_ids, args.rounds)
             raw = raw_batched_http(servers[0].url, prompts, label_ids)
@@ -169,9 +167,9 @@ def main() -> None:
     doc.update(embedded=embedded, one_server=one_server, two_servers=two_servers,
                servers_start_s=[s.start_s for s in servers], connect_s=connect_s, raw_batched_http_texts_per_s=raw,
                max_abs_diff=diffs)
-    for log in results.RESULTS.glob("remote-server-*.log"):
+    for log in common.RESULTS.glob("remote-server-*.log"):
         log.unlink()
-    print(results.write("remote", doc, markdown))
+    print(common.write("remote", doc, markdown))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench import report, results  # noqa: E402
+from bench import common, report  # noqa: E402
 from bench.common import TAG, PeakRSS, emit, sizes  # noqa: E402
 
 ANCHOR = "raw"
@@ -179,10 +179,10 @@ def interleave(quick: bool, out: Path) -> tuple[dict[str, dict[str, Any]], list[
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--scenarios", action="store_true", help=argparse.SUPPRESS)
-    args = results.arguments(parser, report.markdown, lambda a: ("quick/" if a.quick else "") + "summary",
+    args = common.arguments(parser, report.markdown, lambda a: ("quick/" if a.quick else "") + "summary",
                              quick=False, no_readme=False)
     if args.serve:
         serve(args.serve, args.quick)
@@ -193,12 +193,12 @@ def main() -> None:
         emit(scenarios(sizes(args.quick)))
         return
 
-    out = results.RESULTS / "quick" if args.quick else results.RESULTS
+    out = common.RESULTS / "quick" if args.quick else common.RESULTS
     out.mkdir(parents=True, exist_ok=True)
     if args.quick:
         (out / ".gitignore").write_text("*\n")
     size = sizes(args.quick)
-    doc = results.record(started=time.strftime("%Y-%m-%d %H:%M"), quick=args.quick,
+    doc = common.record(started=time.strftime("%Y-%m-%d %H:%M"), quick=args.quick,
                          sizes={**vars(size), "length_texts": {str(k): v for k, v in size.length_texts.items()}})
     start = time.perf_counter()
     closed, cycles = interleave(args.quick, out)
@@ -206,10 +206,10 @@ def main() -> None:
     scenario_results = run_scenarios(args.quick, out / "scenarios.log")
     doc.update(report.build(closed, cycles, scenario_results), finished=time.strftime("%Y-%m-%d %H:%M"),
                wall_s=time.perf_counter() - start)
-    text = results.write(args.name, doc, report.markdown)
+    text = common.write(args.name, doc, report.markdown)
     print(text)
     if not args.quick and not args.no_readme:
-        results.update_pages("bench", text)
+        common.update_pages("bench", text)
 
 
 if __name__ == "__main__":

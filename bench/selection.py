@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
+from bench import common  # noqa: E402
 
 #: name -> (file, set). The split is fixed: defaults (the selection rule, the
 #: repeats, the candidates) are chosen on the design sets only; the report
@@ -342,17 +342,17 @@ def wide_test(search: Any, rest: Any, wide: int, seed: int) -> dict[str, Any]:
 def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str], yt: np.ndarray,
              repeats: int, fit_s: float) -> dict[str, Any]:
     """The search's candidates, variants and real-fit numbers of one draw."""
-    results = search.cv_results_
-    table = split_table(results)
-    complexity = np.asarray(results["complexity"], dtype=np.int64)
+    cv = search.cv_results_
+    table = split_table(cv)
+    complexity = np.asarray(cv["complexity"], dtype=np.int64)
     n_folds = int(getattr(search, "n_folds_", table.shape[1] // repeats))
-    picks = variant_picks(table, complexity, fewer_mask(list(results["params"])), n_folds, repeats)
+    picks = variant_picks(table, complexity, fewer_mask(list(cv["params"])), n_folds, repeats)
     wanted = {p["index"] for p in picks.values()} | {int(search.best_index_)}
     rows, probas = candidate_scores(search, base, X, y, Xt, yt, wanted)
     without = search.best_estimator_.predict_proba(Xt)
     test_without = scores(search.classes_, without, yt)
     own = picks[variant_name(search.rule, repeats, "all")]["index"]
-    sem = results.get("sem_test_score")
+    sem = cv.get("sem_test_score")
     fit = {
         "best_index": int(search.best_index_), "best_params": jsonable(search.best_params_),
         "chose": chose(search.best_params_), "best_score": float(search.best_score_),
@@ -371,7 +371,7 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
         "pick_complexity": int(complexity[search.best_index_]),
         "variant_matches_fit": own == int(search.best_index_),
         # small_data's unscored fallback: the last row, and no other pick lacks a mean
-        "fallback": bool(np.isnan(search.best_score_)) and int(search.best_index_) == len(results["params"]) - 1,
+        "fallback": bool(np.isnan(search.best_score_)) and int(search.best_index_) == len(cv["params"]) - 1,
         "sem_matches_fit": sem is not None and bool(
             np.allclose(mean_sem(table, n_folds)[1], np.asarray(sem, dtype=float), equal_nan=True)),
         "refit_vs_candidate_max_abs": (float(np.abs(probas[search.best_index_] - without).max())
@@ -800,11 +800,11 @@ def pages(name: str, doc: dict[str, Any], *, record: bool = True) -> str:
     ``NAME.md`` and ``NAME-summary.md`` in bench/results; returns the summary."""
     doc["aggregates"] = aggregates(doc)
     if record:
-        results.write(name, doc, markdown)
+        common.write(name, doc, markdown)
     else:
-        (results.RESULTS / f"{name}.md").write_text(markdown(doc))
+        (common.RESULTS / f"{name}.md").write_text(markdown(doc))
     text = summary(doc)
-    (results.RESULTS / f"{name}-summary.md").write_text(text)
+    (common.RESULTS / f"{name}-summary.md").write_text(text)
     return text
 
 
@@ -819,7 +819,7 @@ def prewarm(test: Any) -> None:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--datasets", nargs="+", choices=list(SETS), help="default: every set but banking77")
     parser.add_argument("--set", choices=("design", "report", "all"), default="all")
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64, 128])
@@ -841,19 +841,19 @@ def main() -> None:
                         help="the results' file name in bench/results (a new protocol run beside the recorded one)")
     args = parser.parse_args()
     if args.render:
-        print(pages(args.name, results.load(args.name), record=False))
+        print(pages(args.name, common.load(args.name), record=False))
         return
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from llm_label_clf import engine_info
     from llm_label_clf.reading.cache import ReadCache
 
-    path = results.RESULTS / f"{args.name}.json"
+    path = common.RESULTS / f"{args.name}.json"
     protocol = {"test": args.test, "repeats": args.repeats, "draws": args.draws, "test_seed": TEST_SEED}
     if args.test_from_pool:
         protocol["test_from_pool"] = True
     doc: dict[str, Any] = {"protocol": protocol, "sessions": [], "datasets": {}, "notes": [], "draws": {}}
     if args.resume and path.exists():
-        doc = results.load(args.name)
+        doc = common.load(args.name)
         # each draw records its own repeats; the test set must be the same
         same = ("test", "test_seed", "test_from_pool")
         if {k: doc["protocol"].get(k) for k in same} != {k: protocol.get(k) for k in same}:
@@ -861,8 +861,8 @@ def main() -> None:
         doc["protocol"]["draws"] = max(doc["protocol"]["draws"], args.draws)
     elif path.exists():
         path.rename(path.with_suffix(".json.bak"))
-    session = {"machine": results.machine(), "load_avg_start": os.getloadavg()[0],
-               "started": time.strftime("%Y-%m-%d %H:%M"), "args": vars(args), "commit": results.commit(),
+    session = {"machine": common.machine(), "load_avg_start": os.getloadavg()[0],
+               "started": time.strftime("%Y-%m-%d %H:%M"), "args": vars(args), "commit": common.commit(),
                "read_store": os.environ.get("LLM_LABEL_CLF_READ_STORE")}
     doc["sessions"].append(session)
     began = time.perf_counter()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
+from bench import common  # noqa: E402
 
 VARIANTS = {
     "vLLM defaults (before)": {"enforce_eager": False, "block_size": None},
@@ -63,7 +63,7 @@ PATTERNS = {
 def start_once(options: dict[str, Any]) -> dict[str, Any]:
     env = {**os.environ, "LLM_LABEL_CLF_ENGINE_LOGS": "1", "VLLM_LOGGING_LEVEL": "INFO"}
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(options)], capture_output=True, text=True,
-                          env=env, cwd=results.ROOT, check=False, timeout=900)
+                          env=env, cwd=common.ROOT, check=False, timeout=900)
     text = done.stdout + done.stderr
     phases = next((json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("PHASES ")), None)
     if phases is None:
@@ -91,8 +91,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, "startup", repeats=2)
+    args = common.arguments(__doc__, markdown, "startup", repeats=2)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
     for r in range(args.repeats):  # interleaved, so both see the same machine state
         for name, options in VARIANTS.items():
@@ -103,9 +102,9 @@ def main() -> None:
         values = [run[key] for run in runs[name] if run.get(key) is not None]
         return statistics.median(values) if values else None
 
-    doc = {"machine": results.machine(), "repeats": args.repeats, "runs": runs,
+    doc = {"machine": common.machine(), "repeats": args.repeats, "runs": runs,
            "median": {name: {k: median(name, k) for k in KEYS} for name in VARIANTS}}
-    print(results.write("startup", doc, markdown))
+    print(common.write("startup", doc, markdown))
 
 
 if __name__ == "__main__":

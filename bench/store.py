@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import SST2_PROMPT, csv  # noqa: E402
+from bench import common  # noqa: E402
 
 LABELS = ["negative", "positive"]
 
@@ -34,7 +33,7 @@ def run(n: int, block: int) -> dict[str, Any]:
     from llm_label_clf.models.builtin import DEFAULT_MODEL, resolve_model
     from llm_label_clf.store import ReadStore, model_fingerprint
 
-    sentences = csv("sst2_dev.csv")["text"].tolist()
+    sentences = common.csv("sst2_dev.csv")["text"].tolist()
     # numbers of as many digits on both sides (``n + i`` and ``2n + i``): the same token counts
     off_texts = [f"{n + i}. {sentences[i % len(sentences)]}" for i in range(n)]
     on_texts = [f"{2 * n + i}. {sentences[i % len(sentences)]}" for i in range(n)]
@@ -45,7 +44,7 @@ def run(n: int, block: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "reads.sqlite"
         store = ReadStore(path)
-        params = dict(prompt=SST2_PROMPT, labels=LABELS, progress=False, low_mass="ignore")
+        params = dict(prompt=common.SST2_PROMPT, labels=LABELS, progress=False, low_mass="ignore")
         off = LLMLabelClassifier(**params).fit(off_texts[:2])
         on = LLMLabelClassifier(**params, read_store=str(path)).fit(on_texts[:2])
         off.predict_proba([f"warm-up {i}. {s}" for i, s in enumerate(sentences[:64])])  # the engine's first batches
@@ -129,12 +128,11 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    args = results.arguments(parser, markdown, "store", texts=10_000, block=500)
-    doc = results.record()
+    args = common.arguments(__doc__, markdown, "store", texts=10_000, block=500)
+    doc = common.record()
     doc["result"] = run(args.texts, args.block)
     doc["dtype"] = doc["result"]["engine_settings"].get("dtype", doc["dtype"])
-    print(results.write("store", doc, markdown))
+    print(common.write("store", doc, markdown))
 
 
 if __name__ == "__main__":

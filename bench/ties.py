@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import results  # noqa: E402
-from bench.common import SST2_LABELS, SST2_PROMPT, Task, banking77, csv  # noqa: E402
+from bench import common  # noqa: E402
 
 CONFIGS = {  # float32 first: the others are compared with it
     "float32": {"dtype": "float32"},
@@ -31,10 +30,10 @@ CONFIGS = {  # float32 first: the others are compared with it
 }
 
 
-def sets(n_sst2: int, banking_per_intent: int, n_banking: int | None = None) -> list[Task]:
-    sst = csv("sst2_dev.csv").head(n_sst2)
-    bank = banking77(banking_per_intent)
-    return [Task("sst2_dev", sst["text"].tolist(), sst["label"].to_numpy(), SST2_PROMPT, SST2_LABELS),
+def sets(n_sst2: int, banking_per_intent: int, n_banking: int | None = None) -> list[common.Task]:
+    sst = common.csv("sst2_dev.csv").head(n_sst2)
+    bank = common.banking77(banking_per_intent)
+    return [common.Task("sst2_dev", sst["text"].tolist(), sst["label"].to_numpy(), common.SST2_PROMPT, common.SST2_LABELS),
             bank.subset(n_banking) if n_banking else bank]
 
 
@@ -70,14 +69,14 @@ def run(task: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--banking-texts", type=int, default=None, help="cap Banking77 at N texts")
-    args = results.arguments(parser, markdown, "ties", sst2=872, banking_per_intent=3)
+    args = common.arguments(parser, markdown, "ties", sst2=872, banking_per_intent=3)
     from bench.contenders import MODEL
 
     from llm_label_clf import engine_info, shutdown_engines
 
-    doc = results.record(dtype=", ".join(CONFIGS), model=MODEL, rows=[])
+    doc = common.record(dtype=", ".join(CONFIGS), model=MODEL, rows=[])
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for name, options in CONFIGS.items():
         for task in sets(args.sst2, args.banking_per_intent, args.banking_texts):
@@ -105,7 +104,7 @@ def main() -> None:
             print(row, flush=True)
         doc.setdefault("engines", []).extend(e["settings"] for e in engine_info()["engines"])
         shutdown_engines()
-    print(results.write("ties", doc, markdown))
+    print(common.write("ties", doc, markdown))
 
 
 def markdown(doc: dict[str, Any]) -> str:

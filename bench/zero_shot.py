@@ -1,204 +1,110 @@
-"""Choosing the zero-shot default, and reporting it.
+"""The zero-shot default against a uniform guess and the old default, on
+report texts the default was not chosen on, through the real estimator.
 
-``choose``: arithmetic on the reads ``zero_shot_reads.py`` saved (no engine).
-Every candidate is a prompt (``zero_shot_reads.PROMPTS``), a temperature
-``T`` applied to the label log-probabilities, a bias (the mean probability
-over the draw's unlabelled fit texts, "bc", Zhou et al. 2024; over the
-content-free inputs, "cc", Zhao et al. 2021; over random in-domain words,
-"dc", Fei et al. 2023) and a class prior the debiased probabilities are
-mapped to (uniform; "em": Saerens et al.'s EM over the fit texts; "cc": the
-mean of the fit texts' content-free-debiased probabilities, optionally
-shrunk half-way to uniform). Scored per design test set and draw (10 draws of
-64 unlabelled texts, 300 test texts); candidates are ranked by the mean test
-log-loss over the sets, and checked against what the issue asks of a default:
-below ln K on every set, accuracy over the sets above today's default
-(``plain``, uncalibrated) and on no set more than 2 points below it.
+``table``: per set (``SETS``: the five shared sets and three public ones,
+built by ``bench/public_sets.py``), the library's default
+(``LLMLabelClassifier(labels=...)`` fitted on 64 unlabelled texts), the same
+with ``calibration=None`` and the old default (its prompt, uncalibrated) on
+300 report test texts, over 10 fresh draws; then the default given the
+draw's labels. Writes ``bench/results/zero-shot.{json,md}``, one set at a
+time (earlier sets kept). ``multilabel-table``: the multi-label default
+against the labels' frequencies and the old default on the two public
+multi-label sets; writes ``bench/results/multilabel.{json,md}``. Reads go to
+a read store outside the repository (``$ZERO_SHOT_CACHE``), so a rerun reads
+nothing twice.
 
-``table``: the library's default and ``calibration=None`` beside today's
-default, through the real estimator, on the report test sets with fresh
-draws (reads from the read store where stored). Writes
-``bench/results/zero-shot.{json,md}``.
+How the default was chosen (``choose``: prompts, temperatures, debiasing and
+priors by arithmetic on saved reads of the design texts, ranked in
+``zero-shot-choice.md``; ``multilabel``: the multi-label variants, in
+``multilabel-design.md``) and the reads it was chosen on
+(``bench/zero_shot_reads.py``) left the tree in issue 53: commit efc1eaf
+holds them (``bench/experiments/zero-shot-default-2026-12-06/README.md``).
+``--render`` still rewrites every one of the four pages from its JSON.
 
-``multilabel``: the multi-label variants on saved yes/no reads (design
-texts; no engine), printed. ``multilabel-table``: the library's multi-label
-default against the labels' frequencies and the old default, on report test
-texts with fresh draws. Writes ``bench/results/multilabel.{json,md}``.
-
-Run: ``python bench/zero_shot_reads.py`` (the reads), then ``python
-bench/zero_shot.py choose``, ``table``, ``multilabel``, ``multilabel-table``.
+Run: ``python bench/zero_shot.py table|multilabel-table [--sets ...] [--draws 10] [--fit 64]``;
+``python bench/zero_shot.py table|multilabel-table|choose|multilabel --render``.
 """
 
 from __future__ import annotations
 
-import itertools
+import os
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import common  # noqa: E402
 
-from bench import results  # noqa: E402
-from bench.zero_shot_reads import CACHE, PROMPTS, SETS  # noqa: E402
+CACHE = Path(os.environ.get("ZERO_SHOT_CACHE", Path.home() / ".cache/llm_label_clf/experiments/zero-shot"))
+STORE = CACHE / "reads.sqlite"
+SPLIT_SEED = 0
+N_TEST = 300
 
-TODAY = ("plain", 1.0, "none", "uniform")
-TEMPERATURES = (1.0, 0.7, 0.5, 0.35, 0.25)
-BIASES = ("none", "bc", "cc", "dc")
-PRIORS = ("uniform", "em", "cc", "cc_half", "dc", "dc_half")
+#: name -> (where, file). "shared": ../shared/datasets; "public": bench/public_sets.py's cache.
+SETS: dict[str, tuple[str, str]] = {
+    "sst2": ("shared", "sst2_dev.csv"),
+    "ag_news": ("shared", "agnews_test.csv"),
+    "trec": ("shared", "trec_train.csv"),
+    "emotion": ("shared", "emotion_val.csv"),
+    "banking77": ("shared", "banking77_test.csv"),
+    "hate_speech": ("public", "hate_speech.csv"),
+    "dbpedia": ("public", "dbpedia.csv"),
+    "bbc_news": ("public", "bbc_news.csv"),
+}
 
+#: Sets whose draws come from a fixed random part of the pool (Banking77: 141 reads per text).
+SMALL_POOLS = {"banking77": 160}
 
-def lsm(x: np.ndarray) -> np.ndarray:
-    return x - logsumexp(x, axis=1, keepdims=True)
+#: The old default prompt (uncalibrated), reported beside the default.
+OLD_PROMPT = "Text: {text}\nLabel:"
 
-
-def bias_of(log_proba: np.ndarray, log_prior: np.ndarray | None = None) -> np.ndarray:
-    """Log of each class's mean probability over the rows, over the prior."""
-    return logsumexp(log_proba, axis=0) - np.log(len(log_proba)) - (0.0 if log_prior is None else log_prior)
-
-
-def em_prior(log_proba: np.ndarray, iterations: int = 200) -> np.ndarray:
-    """Saerens et al.'s EM: the class prior of the rows whose posteriors
-    (under a uniform prior) are ``log_proba``."""
-    k = log_proba.shape[1]
-    prior = np.full(k, -np.log(k))
-    for _ in range(iterations):
-        new = logsumexp(lsm(log_proba + prior), axis=0) - np.log(len(log_proba))
-        if np.abs(new - prior).max() < 1e-9:
-            break
-        prior = new
-    return prior
+#: Multi-label sets (bench/public_sets.py): name -> (file, test split, pool split).
+MULTILABEL: dict[str, tuple[str, str, str]] = {
+    "reuters": ("reuters.csv", "test", "train"),
+    "semeval_ec": ("semeval_ec.csv", "test", "train"),
+}
 
 
-def smoothed(log_prior: np.ndarray, n: int) -> np.ndarray:
-    """A prior from ``n`` texts with one pseudo-text per class."""
-    k = len(log_prior)
-    return np.log((np.exp(log_prior) * n + 1) / (n + k))
+def frame(name: str) -> Any:
+    """The dataset ``name`` as a DataFrame with ``text`` and ``label``."""
+    import pandas as pd
 
+    from llm_label_clf.testing import datasets_dir
 
-def candidate_log_proba(reads: dict[str, np.ndarray], t: float, bias: str, prior: str) -> np.ndarray:
-    """The test texts' log-probabilities under one (T, bias, prior) from one
-    draw's reads: ``test``, ``fit``, ``cf`` and ``dc`` label logprobs."""
-    test, fit, cf, dc = (lsm(t * reads[k]) for k in ("test", "fit", "cf", "dc"))
-    k, n = test.shape[1], len(fit)
-    uniform = np.full(k, -np.log(k))
-    if prior == "uniform":
-        log_prior = uniform
-    elif prior == "em":
-        log_prior = smoothed(em_prior(lsm(fit - bias_of(cf))), n)
+    where, file = SETS[name]
+    if where == "shared":
+        folder = datasets_dir()
     else:
-        mean = bias_of(lsm(fit - bias_of(dc if prior.startswith("dc") else cf)))
-        log_prior = smoothed(mean if not prior.endswith("_half") else lsm((mean + uniform)[None, :] / 2)[0], n)
-    if bias == "none":
-        return lsm(test + log_prior - uniform)
-    if bias == "bc":
-        return lsm(test - bias_of(fit, log_prior))
-    return lsm(test - bias_of(cf if bias == "cc" else dc) + log_prior)
+        folder = public_sets_dir()
+        if not (folder / file).is_file():
+            raise FileNotFoundError(f"{folder / file} is missing: build it with python bench/public_sets.py")
+    return pd.read_csv(folder / file, keep_default_na=False)[["text", "label"]]
 
 
-def load(name: str, prompt: str) -> dict[str, Any] | None:
-    path = CACHE / f"{name}--{prompt}--10x64.npz"
-    if not path.is_file():
-        return None
-    with np.load(path, allow_pickle=True) as data:
-        return {k: data[k] for k in data.files}
+def split(name: str) -> dict[str, np.ndarray]:
+    """Row positions of the design test set, the report test set and the pool (fixed, seed 0)."""
+    from sklearn.model_selection import train_test_split
+
+    labels = frame(name)["label"].to_numpy()
+    rows = np.arange(len(labels))
+    rest, design = train_test_split(rows, test_size=N_TEST, stratify=labels, random_state=SPLIT_SEED)
+    pool, report = train_test_split(rest, test_size=N_TEST, stratify=labels[rest], random_state=SPLIT_SEED)
+    return {"design": np.sort(design), "report": np.sort(report), "pool": np.sort(pool)}
 
 
-def draws_of(data: dict[str, Any]) -> tuple[np.ndarray, list[dict[str, np.ndarray]]]:
-    """The test labels as class indices, and each draw's reads."""
-    classes = list(data["classes"])
-    y = np.searchsorted(classes, data["test_y"])
-    where = {r: i for i, r in enumerate(data["fit_rows"])}
-    draws = [
-        {"test": data["test_lp"], "fit": data["fit_lp"][[where[r] for r in rows]], "cf": data["cf_lp"],
-         "dc": data["dc_lp"][d]}
-        for d, rows in enumerate(data["draw_rows"])
-    ]
-    return y, draws
+def draw_rows(name: str, pool: np.ndarray, n: int, draw: int, kind: str = "design") -> np.ndarray:
+    """Draw ``draw``'s ``n`` fit rows, at random from ``pool`` (a stable seed per set, kind and draw)."""
+    seed = zlib.crc32(f"zero-shot/{kind}/{name}/{n}/{draw}".encode()) & 0x7FFFFFFF
+    return np.sort(np.random.default_rng(seed).choice(pool, n, replace=False))
 
 
 def scores(log_proba: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(log-loss, accuracy)."""
     return float(-log_proba[np.arange(len(y)), y].mean()), float((log_proba.argmax(1) == y).mean())
-
-
-def choose(sets: list[str]) -> dict[str, Any]:
-    """Every candidate's per-set mean and standard error over draws."""
-    table: dict[str, dict[str, Any]] = {}
-    for name, prompt in itertools.product(sets, PROMPTS):
-        data = load(name, prompt)
-        if data is None:
-            continue
-        y, draws = draws_of(data)
-        k = len(data["classes"])
-        for t, bias, prior in itertools.product(TEMPERATURES, BIASES, PRIORS):
-            if bias == "none" and (prior != "uniform" or t != 1.0):
-                continue
-            got = np.array([scores(candidate_log_proba(d, t, bias, prior), y) for d in draws])
-            key = f"{prompt}|{t}|{bias}|{prior}"
-            table.setdefault(key, {})[name] = {
-                "log_loss": got[:, 0].mean(), "log_loss_se": got[:, 0].std(ddof=1) / np.sqrt(len(got)),
-                "accuracy": got[:, 1].mean(), "accuracy_se": got[:, 1].std(ddof=1) / np.sqrt(len(got)),
-                "ln_k": float(np.log(k)), "draws": len(got),
-                "low_mass": float((np.concatenate([data["test_mass"], data["fit_mass"]]) < 1e-4).mean()),
-            }
-    return table
-
-
-def verdicts(table: dict[str, dict[str, Any]], sets: list[str]) -> list[dict[str, Any]]:
-    """Candidates measured on every set, ranked by mean log-loss, with the issue's checks."""
-    today = table["|".join(map(str, TODAY))]
-    rows = []
-    for key, per in table.items():
-        if any(name not in per for name in sets):
-            continue
-        gap = [per[n]["log_loss"] - per[n]["ln_k"] for n in sets]
-        drop = [per[n]["accuracy"] - today[n]["accuracy"] for n in sets]
-        rows.append({
-            "candidate": key, "mean_log_loss": float(np.mean([per[n]["log_loss"] for n in sets])),
-            "mean_gap": float(np.mean(gap)), "worst_gap": float(np.max(gap)),
-            "mean_accuracy": float(np.mean([per[n]["accuracy"] for n in sets])),
-            "worst_accuracy_change": float(np.min(drop)),
-            "passes": bool(max(gap) < 0 and np.mean(drop) > 0 and min(drop) >= -0.02),
-        })
-    return sorted(rows, key=lambda r: r["mean_log_loss"])
-
-
-def labelled(sets: list[str], prompt: str, t: float, bias: str, prior: str) -> dict[str, Any]:
-    """With the draw's labels: the label-free candidate, the same with the
-    labels' prior (smoothed), batch calibration untempered with that prior,
-    and the learned calibration, per set (mean and SE over draws)."""
-    from llm_label_clf.fitting.calibration import LEARNED_MIN_PER_CLASS, LearnedCalibrator, class_prior
-
-    out: dict[str, Any] = {}
-    for name in sets:
-        data = load(name, prompt)
-        if data is None:
-            continue
-        y, draws = draws_of(data)
-        classes = list(data["classes"])
-        where = {r: i for i, r in enumerate(data["fit_rows"])}
-        fit_y = [np.searchsorted(classes, data["fit_y"][[where[r] for r in rows]]) for rows in data["draw_rows"]]
-        got: dict[str, list[tuple[float, float]]] = {}
-        for d, fy in zip(draws, fit_y, strict=True):
-            log_prior = class_prior(fy, len(classes))
-            tempered = {k: lsm(t * v) for k, v in d.items()}
-            variants = {
-                "label-free": candidate_log_proba(d, t, bias, prior),
-                "y prior, tempered": lsm(tempered["test"] - bias_of(tempered["fit"], log_prior)),
-                "batch (y prior)": lsm(lsm(d["test"]) - bias_of(lsm(d["fit"]), log_prior)),
-            }
-            if np.bincount(fy, minlength=len(classes)).min() >= LEARNED_MIN_PER_CLASS:
-                cal = LearnedCalibrator.fit(d["fit"], fy, len(classes), random_state=0)
-                variants["learned"] = cal.log_proba(d["test"], len(classes))
-            for key, log_proba in variants.items():
-                got.setdefault(key, []).append(scores(log_proba, y))
-        out[name] = {k: {"log_loss": float(np.mean([g[0] for g in v])), "accuracy": float(np.mean([g[1] for g in v])),
-                         "draws": len(v)} for k, v in got.items()}
-    return out
 
 
 def report_table(sets: list[str], draws: int, n_fit: int) -> dict[str, Any]:
@@ -209,11 +115,9 @@ def report_table(sets: list[str], draws: int, n_fit: int) -> dict[str, Any]:
     accuracy, and the share of texts the low-mass warning would name."""
     import warnings
 
-    from bench.zero_shot_reads import SMALL_POOLS, SPLIT_SEED, STORE, draw_rows, frame, split
-
     from llm_label_clf import LLMLabelClassifier
 
-    old = {"prompt": PROMPTS["plain"]["prompt"], "calibration": None}
+    old = {"prompt": OLD_PROMPT, "calibration": None}
     out: dict[str, Any] = {}
     for name in sets:
         data = frame(name)
@@ -270,77 +174,6 @@ def label_log_loss(p_yes: np.ndarray, y: np.ndarray) -> float:
     return float(-(y * np.log(p) + (~y) * np.log(1 - p)).mean())
 
 
-def plug_in_threshold(p_yes: np.ndarray, y: np.ndarray | None = None) -> float:
-    """One threshold for every label: the one that maximises micro-F1 on the
-    fit texts, against ``y`` or, without it, in expectation under the
-    calibrated ``p_yes`` themselves (label-free)."""
-    truth = p_yes if y is None else y.astype(float)
-    order = np.argsort(-p_yes, axis=None)
-    hits = np.cumsum(truth.ravel()[order])
-    f1 = 2 * hits / (np.arange(1, order.size + 1) + truth.sum())
-    return float(p_yes.ravel()[order][int(np.argmax(f1))])
-
-
-def multilabel_design(name: str, temperatures: tuple[float, ...] = (1.0, 0.5, 0.25)) -> dict[str, Any]:
-    """Multi-label, from saved reads of the design texts, per draw of 64
-    labelled texts: each read (the yes/no question per label; the choice
-    read over every label) as P(applies) uncalibrated, batch-calibrated
-    (tempered) to each label's frequency in the draw (smoothed) or, for the
-    yes/no reads, to the prior the texts show (``texts_prior``), and the
-    learned calibration per label; each with the threshold 0.5, the
-    label-free plug-in threshold and the threshold fitted on the draw's
-    labels; against the draw's label frequencies as constant probabilities
-    (log-loss) and the most frequent label predicted for every text
-    (micro-F1)."""
-    from llm_label_clf.fitting.calibration import LEARNED_MIN_PER_CLASS, LearnedCalibrator, texts_prior
-    from llm_label_clf.fitting.fitted import applies_log_proba
-
-    with np.load(CACHE / f"{name}--multilabel--10x64.npz", allow_pickle=True) as data:
-        d = {k: data[k] for k in data.files}
-    with np.load(CACHE / f"{name}--choice--10x64.npz") as data:
-        choice = {k: np.stack([applies_log_proba(c) for c in data[k].T], axis=1) for k in ("test_lp", "fit_lp")}
-    reads = {"yes/no": {k: lsm(d[k]) for k in ("test_lp", "fit_lp")}, "choice": choice}
-    y = d["test_y"].astype(bool)
-    where = {r: i for i, r in enumerate(d["fit_rows"])}
-    got: dict[str, list[tuple[float, float]]] = {}
-    for draw, rows in enumerate(d["draw_rows"]):
-        sel = [where[r] for r in rows]
-        fy = d["fit_y"][sel].astype(bool)
-        n = len(fy)
-        freq = (fy.sum(0) + 1) / (n + 2)
-        variants = {"label frequencies": (np.tile(freq, (len(y), 1)), np.tile(freq, (n, 1)))}
-        for read, lp in reads.items():
-            both = (lp["test_lp"], lp["fit_lp"][sel])
-            for t, prior_kind in itertools.product(temperatures, ("y", "texts") if read == "yes/no" else ("y",)):
-                p = [np.zeros(y.shape), np.zeros(fy.shape)]
-                for j in range(y.shape[1]):
-                    tf = lsm(t * both[1][:, j])
-                    prior = np.log([1 - freq[j], freq[j]]) if prior_kind == "y" else texts_prior(
-                        tf, lsm(t * d["dc_lp"][draw][:, j]))
-                    for k, lp_k in enumerate(both):
-                        p[k][:, j] = np.exp(lsm(lsm(t * lp_k[:, j]) - bias_of(tf, prior)))[:, 1]
-                variants[f"{read}, batch, {prior_kind} prior, T={t}"] = tuple(p)
-            variants[f"{read}, none"] = tuple(np.exp(lp_k[..., 1]) for lp_k in both)
-            learned = [np.tile(freq, (len(y), 1)), np.tile(freq, (n, 1))]
-            for j in range(y.shape[1]):
-                if min(fy[:, j].sum(), n - fy[:, j].sum()) >= LEARNED_MIN_PER_CLASS:
-                    cal = LearnedCalibrator.fit(both[1][:, j], fy[:, j].astype(int), 2, random_state=0)
-                    for k, lp_k in enumerate(both):
-                        learned[k][:, j] = np.exp(cal.log_proba(lp_k[:, j], 2)[:, 1])
-            variants[f"{read}, learned (label frequency where a label has < 2)"] = tuple(learned)
-        top = np.zeros_like(y)
-        top[:, fy.sum(0).argmax()] = True
-        for key, (p, pf) in variants.items():
-            loss = label_log_loss(p, y)
-            for rule, t in (("0.5", 0.5), ("plug-in", plug_in_threshold(pf)), ("fit on y", plug_in_threshold(pf, fy))):
-                got.setdefault(f"{key} | threshold {rule}", []).append((loss, micro_f1(p >= t, y)))
-        got.setdefault("most frequent label for every text", []).append((float("nan"), micro_f1(top, y)))
-    return {k: {"log_loss": float(np.mean([g[0] for g in v])),
-                "log_loss_se": float(np.std([g[0] for g in v], ddof=1) / np.sqrt(len(v))),
-                "micro_f1": float(np.mean([g[1] for g in v])),
-                "micro_f1_se": float(np.std([g[1] for g in v], ddof=1) / np.sqrt(len(v)))} for k, v in got.items()}
-
-
 def multilabel_table(names: list[str], draws: int, n_fit: int) -> dict[str, Any]:
     """The library's multi-label default (``LLMLabelClassifier().fit(texts,
     label_sets)``) on 300 report test texts of each set (its test split, none
@@ -350,8 +183,6 @@ def multilabel_table(names: list[str], draws: int, n_fit: int) -> dict[str, Any]
     for every text, and the old default (yes/no reads, ``calibration=None``,
     ``threshold=0.5``)."""
     import pandas as pd
-
-    from bench.zero_shot_reads import MULTILABEL, N_TEST, SPLIT_SEED, STORE, draw_rows
 
     from llm_label_clf import LLMLabelClassifier
 
@@ -364,7 +195,7 @@ def multilabel_table(names: list[str], draws: int, n_fit: int) -> dict[str, Any]
         y = np.array([[n in s for n in labels] for s in sets])
         rng = np.random.default_rng(SPLIT_SEED)
         test_rows = np.flatnonzero(data["split"] == test_split)
-        design = rng.choice(test_rows, N_TEST, replace=False)  # zero_shot_reads.py's draw of the design texts
+        design = rng.choice(test_rows, N_TEST, replace=False)  # the design texts (their reads: see the docstring)
         report = np.sort(np.random.default_rng(SPLIT_SEED + 1).choice(np.setdiff1d(test_rows, design), N_TEST,
                                                                        replace=False))
         texts = data["text"].tolist()
@@ -502,26 +333,12 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def mean_auc(name: str) -> dict[str, float]:
-    """Per read, the mean over labels of the ROC AUC of P(applies),
-    uncalibrated, on the design test texts: how well a read ranks texts."""
-    from sklearn.metrics import roc_auc_score
-
-    with np.load(CACHE / f"{name}--multilabel--10x64.npz", allow_pickle=True) as data:
-        y, yes_no = data["test_y"], data["test_lp"][..., 1] - data["test_lp"][..., 0]
-    with np.load(CACHE / f"{name}--choice--10x64.npz") as data:
-        choice = data["test_lp"]
-    present = [j for j in range(y.shape[1]) if 0 < y[:, j].sum() < len(y)]
-    return {read: float(np.mean([roc_auc_score(y[:, j], scores[:, j]) for j in present]))
-            for read, scores in (("yes/no", yes_no), ("choice", choice))}
-
-
 def render_multilabel_design(doc: dict[str, Any]) -> str:
     """The multi-label variants on the design texts, per set, best log-loss first."""
     m = doc["machine"]
     lines = [f"# Multi-label reads and calibrations ({m['cpu_model']}, {m['cpu_capability']}, {dtype_label(doc)}, "
              f"{doc['date'][:10]})", "", "10 draws of 64 labelled texts; 300 design test texts per set; arithmetic on "
-             "saved reads (`bench/zero_shot_reads.py`). Mean ± SE over the draws.", ""]
+             "saved reads (`bench/zero_shot_reads.py`, at commit efc1eaf). Mean ± SE over the draws.", ""]
     for name, rows in doc["sets"].items():
         auc = doc["mean_auc"][name]
         lines += [f"## {name}", "", "Mean ROC AUC over the labels, uncalibrated: " + ", ".join(
@@ -546,46 +363,30 @@ def render_any(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = results.parser(__doc__)
-    parser.add_argument("command", choices=["choose", "table", "multilabel", "multilabel-table"])
+    parser = common.parser(__doc__)
+    parser.add_argument("command", choices=["table", "multilabel-table", "choose", "multilabel"])
     parser.add_argument("--sets", nargs="+", default=list(SETS))
-    parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--fit", type=int, default=64)
     names = {"choose": "zero-shot-choice", "multilabel-table": "multilabel", "multilabel": "multilabel-design"}
-    args = results.arguments(parser, render_any, lambda a: names.get(a.command, "zero-shot"))
+    args = common.arguments(parser, render_any, lambda a: names.get(a.command, "zero-shot"))
+    if args.command in ("choose", "multilabel"):
+        sys.exit(f"{args.command}: only --render is here; the run is at commit efc1eaf "
+                 "(bench/experiments/zero-shot-default-2026-12-06/README.md)")
     if args.command == "table":  # one set at a time, each with its own date, commit and load; earlier sets kept
         for name in args.sets:
-            doc = results.record(draws=args.draws, fit_texts=args.fit, test_texts=300)
-            earlier = results.load("zero-shot")["sets"] if (results.RESULTS / "zero-shot.json").is_file() else {}
+            doc = common.record(draws=args.draws, fit_texts=args.fit, test_texts=N_TEST)
+            earlier = common.load("zero-shot")["sets"] if (common.RESULTS / "zero-shot.json").is_file() else {}
             row = report_table([name], args.draws, args.fit)[name]
             row.update(date=doc["date"], commit=doc["commit"], load_avg_start=doc["load_avg_start"],
-                       load_avg_end=results.load_avg())
+                       load_avg_end=common.load_avg())
             doc["sets"] = {**earlier, name: row}
-            text = results.write("zero-shot", doc, render_table)
+            text = common.write("zero-shot", doc, render_table)
         print(text)
         return
-    if args.command == "multilabel-table":
-        doc = results.record(draws=args.draws, fit_texts=args.fit)
-        doc["sets"] = multilabel_table(["reuters", "semeval_ec"], args.draws, args.fit)
-        print(results.write("multilabel", doc, render_multilabel))
-        return
-    if args.command == "multilabel":
-        names = ("reuters", "semeval_ec")
-        doc = {**results.record(), "sets": {name: multilabel_design(name) for name in names},
-               "mean_auc": {name: mean_auc(name) for name in names}}
-        print(results.write("multilabel-design", doc, render_multilabel_design))
-        return
-    table = choose(args.sets)
-    ranked = verdicts(table, args.sets)
-    for row in ranked[: args.top]:
-        print(f"{row['candidate']:32s} mean LL {row['mean_log_loss']:.3f} gap {row['mean_gap']:+.3f} "
-              f"worst {row['worst_gap']:+.3f} acc {row['mean_accuracy']:.3f} "
-              f"worst dacc {row['worst_accuracy_change']:+.3f} {'PASS' if row['passes'] else ''}")
-    passing = [r for r in ranked if r["passes"]]
-    print(f"{len(passing)} of {len(ranked)} pass; best passing: {passing[0]['candidate'] if passing else None}")
-    doc = {**results.record(sets=args.sets), "table": table, "ranked": ranked}
-    print(results.write("zero-shot-choice", doc, render_choice))
+    doc = common.record(draws=args.draws, fit_texts=args.fit)
+    doc["sets"] = multilabel_table(list(MULTILABEL), args.draws, args.fit)
+    print(common.write("multilabel", doc, render_multilabel))
 
 
 if __name__ == "__main__":
