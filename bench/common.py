@@ -488,6 +488,8 @@ def softmax_rows(logprobs: np.ndarray) -> np.ndarray:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python bench/common.py NAME FILE: copies FILE (or its NAME block) between the NAME markers")
     block, source = sys.argv[1:3]  # say: selection bench/results/selection-nested-summary.md
     pages = update_pages(block, Path(source).read_text())
     print(f"{block}: updated {[str(p.relative_to(ROOT)) for p in pages] or 'nothing'}", file=sys.stderr)

@@ -241,7 +241,8 @@ def markdown(doc: dict[str, Any]) -> str:
 def many_markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [
-        f"Banking77, {doc['texts']} test texts (one per intent), prompt `{common.BANKING_PROMPT!r}`, 77 intents as words; "
+        f"Banking77, {doc['texts']} test texts (one per intent), prompt `{common.BANKING_PROMPT!r}`, "
+        "77 intents as words; "
         f"yardstick: one read of an SST-2 text with the demo prompt = {doc['one_read_s'] * 1000:.1f} ms. "
         f"CPU {m['cpu_model']} ({m['cpu_capability']}, {m['cores']} cores), engine dtype "
         f"{(doc.get('engine_settings') or {}).get('dtype', '?')}.",

@@ -93,8 +93,8 @@ def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
         return list(processes.values())
 
     try:
-        ran = common.run_child([sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)], env=env,
-                        timeout=1800, processes=involved)
+        ran = common.run_child([sys.executable, __file__, "--child", json.dumps(config), "--texts", str(texts)],
+                               env=env, timeout=1800, processes=involved)
     finally:
         os.environ[SHARED_DIR_ENV] = str(registry_dir)
         try:

@@ -241,4 +241,6 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv):
+        sys.exit(__doc__)
     main(sys.argv[1:])

@@ -1,27 +1,26 @@
 """What cross-validated selection buys over the fixed modes a user could
 guess, over many random training sets: per dataset a fixed stratified test
 set (``--test`` texts, seed 0) and, from the other rows, ``--draws`` training
-sets at each of ``--sizes`` texts (every class at least once). Per draw:
-every fixed mode (``FIXED``), TF-IDF + LogisticRegression, and one default
-``LLMLabelClassifierCV(n_repeats=--repeats)`` fit (a temperature fitted
-beside it only to record what it would do). Each candidate a selection
-*variant* picks (rule {best, one_se} x repeats {1, R} x candidates {all,
-fewer}, by ``rules.choose`` on its split columns; r1 reads the first of the
-shuffled repeats, not an ``n_repeats=1`` fit's folds) is fitted alone and
-scored on the test texts, from the read cache. Reports per dataset and size, mean ±
-standard error over draws: accuracy against the best fixed mode (a test-set
-oracle), zero-shot and batch calibration; macro-F1, log-loss, top-label ECE
-beside its floor, the fit's ECE with and without its temperature, the bias of
-``held_out_score_`` and ``best_score_`` against the pick's test score, and
-``fit_cost_``. Defaults are chosen on the DESIGN sets only; REPORT sets are
-run to report (``SETS``). Built-in model, class names as labels.
+sets at each of ``--sizes`` texts (every class at least once). Per draw: every
+fixed mode (``FIXED``), TF-IDF + LogisticRegression, and one default
+``LLMLabelClassifierCV(n_repeats=--repeats)`` fit (a temperature fitted beside
+it only to record what it would do); each pick of a selection *variant* (rule
+x repeats {1, R} x candidates {all, fewer}, by ``rules.choose`` on the fit's
+split scores) fitted alone and scored on the test texts. Reports per dataset
+and size, mean ± standard error over draws: accuracy against the best fixed
+mode (a test-set oracle), zero-shot and batch calibration; macro-F1,
+log-loss, top-label ECE beside its floor, the estimates' bias against the
+pick's test score, and ``fit_cost_``. Defaults are chosen on the design sets
+only (``SETS``). ``--render --name learning`` rewrites ``learning.md``, an
+earlier one-draw table of the fixed modes against TF-IDF (its script, at
+commit efc1eaf, left the tree in issue 53: this protocol answers its question).
 
 Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
 [--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--name NAME]
 [--resume [--rerun [--only DRAW ...]]]``; writes ``bench/results/NAME.json``
-(every draw's numbers, after every draw), ``NAME.md`` and ``NAME-summary.md``
-(the block for docs/guide/learning.md; ``python bench/results.py selection
-FILE`` puts it there); NAME defaults to ``selection-protocol``.
+(after every draw), ``NAME.md`` and ``NAME-summary.md`` (the block for
+docs/guide/learning.md: ``python bench/common.py selection FILE`` puts it
+there); NAME defaults to ``selection-protocol``.
 """
 
 from __future__ import annotations
@@ -808,6 +807,27 @@ def pages(name: str, doc: dict[str, Any], *, record: bool = True) -> str:
     return text
 
 
+def learning_markdown(doc: dict[str, Any]) -> str:
+    """``learning.md``: per dataset and method, the scores and texts/s of one draw of k texts per class."""
+    lines = [
+        "| dataset | method | accuracy | macro-F1 | log-loss | ECE | texts/s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, rows in doc["datasets"].items():
+        for label, r in rows.items():
+            speed = f"{r['texts_per_s']:.1f}" if "texts_per_s" in r else "-"
+            lines.append(
+                f"| {name} | {label} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['log_loss']:.3f} "
+                f"| {r['ece']:.3f} | {speed} |"
+            )
+    for name, rows in doc["datasets"].items():
+        zero, few = rows.get("zero-shot"), rows.get("few-shot k=4")
+        if zero and few:
+            lines.append(f"\n{name}: cost per text of k=4 few-shot vs zero-shot: "
+                         f"{zero['texts_per_s'] / few['texts_per_s']:.2f}x")
+    return "\n".join(lines) + "\n"
+
+
 def prewarm(test: Any) -> None:
     """The zero-shot readers' reads of the test texts, made once per dataset."""
     from llm_label_clf import LLMLabelClassifier
@@ -840,8 +860,12 @@ def main() -> None:
     parser.add_argument("--name", default="selection-protocol",
                         help="the results' file name in bench/results (a new protocol run beside the recorded one)")
     args = parser.parse_args()
+    if args.render and "draws" not in (doc := common.load(args.name)):  # learning.json
+        print(text := learning_markdown(doc))
+        (common.RESULTS / f"{args.name}.md").write_text(text)
+        return
     if args.render:
-        print(pages(args.name, common.load(args.name), record=False))
+        print(pages(args.name, doc, record=False))
         return
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from llm_label_clf import engine_info
