@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from ..exceptions import warn_user
 from .rules import choose, split_sem
 
-__all__ = ["BOOTSTRAP_DRAWS", "bootstrap_sem", "nested_choices", "pair_splits"]
+__all__ = ["BOOTSTRAP_DRAWS", "bootstrap_sem", "held_out_estimate", "nested_choices", "pair_splits"]
 
 #: Bootstrap draws of the texts for ``held_out_score_sem_``: the standard
 #: error of a bootstrap standard error is about 1 / sqrt(2 * draws), 5%.
@@ -112,3 +113,49 @@ def bootstrap_sem(
         if values:
             means.append(float(np.mean(values)))
     return float(np.std(means, ddof=1)) if len(means) >= 2 else float("nan")
+
+
+def held_out_estimate(
+    table: np.ndarray,
+    inner: Sequence[dict[tuple[int, int], dict[str, float] | None]],
+    held_out: Sequence[Sequence[np.ndarray | None]],
+    complexity: np.ndarray,
+    rule: str,
+    n_folds: int,
+    metric: str,
+    score: Callable[[np.ndarray, np.ndarray], float],
+    folds: Sequence[tuple[np.ndarray, np.ndarray]],
+    y_index: np.ndarray,
+    random_state: Any,
+) -> tuple[float, float, np.ndarray]:
+    """``held_out_score_``, its bootstrap standard error and
+    ``held_out_choices_``: ``table`` holds the split scores of ``metric``
+    (one row per candidate), ``inner[c][s, j]`` candidate ``c``'s inner
+    scores (rows past ``inner``, the unscored fallback's, have none). NaN
+    (choices -1), with a warning saying why, when it cannot be estimated."""
+    nan, none = float("nan"), np.full(table.shape[1], -1, dtype=np.int64)
+    if n_folds < 3:  # with 2, an inner split would train on no row at all
+        warn_user(
+            f"LLMLabelClassifierCV: held_out_score_ is NaN: a nested estimate needs at least 3 folds per repeat "
+            f"(this cv gives {n_folds}); pass more labelled texts or a larger cv.",
+            UserWarning,
+        )
+        return nan, nan, none
+    n_splits = table.shape[1]
+    inner_table = np.full((len(inner), n_splits, n_splits), np.nan)
+    for c, pairs in enumerate(inner):
+        for (s, j), scores in pairs.items():
+            if scores is not None:
+                inner_table[c, s, j] = scores.get(metric, scores.get("score"))
+    chosen = nested_choices(table[: len(inner)], inner_table, complexity[: len(inner)], rule, n_folds)
+    if (chosen < 0).any():
+        warn_user(
+            f"LLMLabelClassifierCV: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no "
+            "candidate could be scored both there and on the other folds without it (see the failures warned "
+            "above); pass more labelled texts per class or fewer candidates.",
+            UserWarning,
+        )
+        return nan, nan, none
+    mean = float(np.mean([table[c, s] for s, c in enumerate(chosen)]))
+    picks = [held_out[c][s] for s, c in enumerate(chosen)]
+    return mean, bootstrap_sem(picks, folds, y_index, score, random_state), chosen

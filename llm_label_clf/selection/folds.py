@@ -25,7 +25,10 @@ from .candidates import Candidate
 from .rules import split_sem
 
 __all__ = [
+    "choosing_scorer",
+    "fallback_candidate",
     "fold_count",
+    "refit_metric",
     "refittable",
     "results",
     "scorer",
@@ -53,6 +56,29 @@ def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
     if isinstance(scoring, dict):
         scoring = {key: (log_loss_scorer if value == "neg_log_loss" else value) for key, value in scoring.items()}
     return check_scoring(estimator, scoring=scoring)
+
+
+def choosing_scorer(estimator: Any, scoring: Any, refit: Any, scorers: Any, classes: np.ndarray) -> Any:
+    """The scorer of the inner splits: ``scorers`` (``scorer_``), or with
+    several metrics the ``refit`` one alone (the inner scores only choose)."""
+    if isinstance(scoring, list | tuple | set) and isinstance(refit, str) and refit in scoring:
+        return scorer(estimator, refit, classes)
+    if isinstance(scoring, dict) and isinstance(refit, str) and refit in scoring:
+        return scorer(estimator, scoring[refit], classes)
+    return scorers
+
+
+def refit_metric(refit: Any, names: list[str]) -> str:
+    """The metric that chooses: "score" for one scorer, else ``refit``, which
+    must name one of ``names`` (ValueError otherwise)."""
+    if names == ["score"]:
+        return "score"
+    if not isinstance(refit, str) or refit not in names:
+        raise ValueError(
+            f"LLMLabelClassifierCV: with several scorers, refit must name the one that chooses "
+            f"(one of {names}); got refit={refit!r}"
+        )
+    return refit
 
 
 def usable_few_shots(few_shots: Any, y: np.ndarray) -> tuple[Any, list[str]]:
@@ -101,6 +127,21 @@ def too_small_for_examples(n_texts: int, n_classes: int, few_shots: Sequence[int
     in 2 to 6 classes with few_shot=4, where ``small_data``'s fallback was
     measured, are; 64 texts of 59 and 5 are not). False without examples."""
     return n_texts < 2 * max((int(k) for k in few_shots), default=0) * n_classes
+
+
+def fallback_candidate(
+    readers: list[dict[str, Any]], few_shots: Sequence[int], usable: Sequence[int], y: np.ndarray, small_data: str
+) -> Candidate | None:
+    """The candidate ``small_data="fallback"`` takes unscored: the first
+    reader's prompt with the largest of ``few_shots`` and batch calibration
+    (prior from y); None when that count can be scored (it is in ``usable``,
+    the counts ``usable_few_shots`` kept), the texts are not too few for it
+    (``too_small_for_examples``) or ``small_data`` is "search"."""
+    largest = max(int(k) for k in few_shots)
+    small = too_small_for_examples(len(y), len(np.unique(y)), few_shots)
+    if small_data != "fallback" or largest in usable or not small:
+        return None
+    return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
 
 
 def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str]]:

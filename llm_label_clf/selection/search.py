@@ -18,11 +18,9 @@ few for the examples at all, the choice is a fixed fallback (``small_data``)."""
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import time
-import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +30,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..classifier import LLMLabelClassifier
-from ..exceptions import LabelWordsWarning, warn_user
-from ..fitting.calibration import CALIBRATIONS, CONTENT_FREE_INPUTS, learned_seed
+from ..exceptions import each_warning_once
+from ..fitting.calibration import CALIBRATIONS, learned_seed
 from ..fitting.inputs import as_records
 from ..fitting.params import check_params
 from ..fitting.shaping import method_result
@@ -41,15 +39,25 @@ from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
 from ..fitting.targets import as_target
 from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import reads_per_text
-from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
+from .budget import check_max_passes, within_budget, zero_shot_passes
 from .candidates import Candidate, candidates
-from .estimate import bootstrap_sem, nested_choices, pair_splits
-from .folds import refittable, results, scorer, split_rows, too_small_for_examples, usable_few_shots, warn_left_out
+from .estimate import held_out_estimate, pair_splits
+from .folds import (
+    choosing_scorer,
+    fallback_candidate,
+    refit_metric,
+    refittable,
+    results,
+    scorer,
+    split_rows,
+    usable_few_shots,
+    warn_left_out,
+)
 from .plans import fitted_plans
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
-from .scores import ReaderReads, StackingHead, fold_model, score_fold
-from .temperature import fit_temperature, shrunk, tempered
+from .scores import ReaderReads, StackingHead, score_candidates, score_fold
+from .temperature import held_out_temperature, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
 
@@ -436,19 +444,19 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
         found, unfittable = refittable(found, y_values)
-        fallback = self._fallback(readers, few_shots, y_values)  # after the checks: its count is then an int
+        fallback = fallback_candidate(readers, self.few_shots, few_shots, y_values, self.small_data)  # count checked
         if fallback is not None:
             _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
         warn_left_out(y_values, lowered, unfittable, fallback.params["few_shot"] if fallback else 0)  # one warning
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
-        with cache.active(), _each_warning_once():
+        with cache.active(), each_warning_once():
             readers, found, fitted, fallback, too_long = fitted_plans(base, readers, found, fallback, X, y_values, name)
             classes = fitted[0].classes_
             y_index = np.searchsorted(classes, y_values)
             folds = self._folds(base, y_index)
-            readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
-            self.skipped_readers_ = too_long + self.skipped_readers_
+            readers, found, fitted, skipped = within_budget(readers, found, fitted, len(records), self.max_passes)
+            self.skipped_readers_ = too_long + skipped
             reads = [read_reader(r, records, y_index, name) for r in _bar(fitted, base.progress, "reading", "reader")]
             self.readers_ = readers
             unscored = [fallback] if fallback else []
@@ -456,8 +464,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             if fallback:
                 self._choose_fallback(len(found), fallback)
             chosen = [*found, *unscored][self.best_index_]
-            recalibrated = self.recalibrate is not None
-            self.temperature_ = self._temperature(held_out[self.best_index_], y_index, folds) if recalibrated else 1.0
+            self.temperature_ = 1.0
+            if self.recalibrate is not None:
+                self.temperature_ = held_out_temperature(held_out[self.best_index_], y_index, folds)
             if self.refit:
                 refit_began = time.perf_counter()
                 self.best_estimator_ = self._refit(base, readers, chosen, X, y_values, reads)
@@ -472,18 +481,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         return self
 
-    def _fallback(self, readers: list[dict[str, Any]], few_shots: list[int], y: np.ndarray) -> Candidate | None:
-        """The candidate ``small_data="fallback"`` takes unscored: the first
-        reader's prompt with the largest of ``few_shots`` and batch
-        calibration (prior from y); None when that count can be scored
-        (``usable_few_shots`` kept it), the texts are not too few for it
-        (``too_small_for_examples``) or ``small_data`` is "search"."""
-        largest = max(int(k) for k in self.few_shots)
-        small = too_small_for_examples(len(y), len(np.unique(y)), self.few_shots)
-        if self.small_data != "fallback" or largest in few_shots or not small:
-            return None
-        return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
-
     def _choose_fallback(self, index: int, fallback: Candidate) -> None:
         """Makes the fallback, row ``index`` of ``cv_results_``, the choice:
         it was never scored, so its scores and the estimate are NaN."""
@@ -491,27 +488,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.best_params_ = dict(fallback.params)
         self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
         self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
-
-    def _within_budget(
-        self, readers: list[dict[str, Any]], found: list[Candidate], fitted: list[LLMLabelClassifier], n_texts: int
-    ) -> tuple[list[dict[str, Any]], list[Candidate], list[LLMLabelClassifier]]:
-        """The readers, candidates and plans kept within ``max_passes``
-        (``budget``); sets ``skipped_readers_`` and warns naming the left out."""
-        costs = [reads_per_text(reader.plans_[0]) for reader in fitted]
-        few_shots = [int(params.get("few_shot") or 0) for params in readers]
-        kept = readers_within(costs, few_shots, n_texts, len(CONTENT_FREE_INPUTS), self.max_passes)
-        skipped = [r for r in range(len(readers)) if r not in kept]
-        self.skipped_readers_ = [readers[r] for r in skipped]
-        if skipped:
-            named = "; ".join(f"{readers[r]} ({costs[r]} reads per text)" for r in skipped)
-            warn_user(
-                f"{type(self).__name__}: reading every candidate prompt would exceed max_passes={self.max_passes} "
-                f"zero-shot passes over the training texts (the first reads {costs[0]} per text); left out: "
-                f"{named}. Pass max_passes=None to read them all.",
-                UserWarning,
-            )
-        readers, found = without_readers(readers, found, kept)
-        return readers, found, [fitted[r] for r in kept]
 
     def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray) -> list[Any]:
         """The (train, test) rows of every split of the training texts
@@ -536,167 +512,45 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         folds: list[Any],
         unscored: list[Candidate],
     ) -> list[list[np.ndarray | None]]:
-        """Scores every candidate on every split and on every inner split
-        (``estimate.pair_splits``), sets ``cv_results_`` (the ``unscored``
-        candidates last, with NaN scores), chooses by ``rule`` (the
-        ``best_*`` attributes) and estimates the choice on held-out splits
-        (``held_out_score_``). Returns each candidate's held-out
-        log-probabilities per split (None where it could not be fitted or
-        was not scored): the chosen one's calibrate the refit."""
-        name = type(self).__name__
+        """Scores every candidate on every split and inner split
+        (``scores.score_candidates``), sets ``cv_results_`` (the ``unscored``
+        candidates last, with NaN scores), chooses by ``rule`` (the ``best_*``
+        attributes) and estimates the choice held out (``held_out_score_``).
+        Returns each candidate's held-out log-probabilities per split (None
+        where it was not scored): the chosen one's calibrate the refit."""
         pairs = pair_splits(folds, self.n_folds_) if self.n_folds_ >= 2 else []
-        per_split: list[list[dict[str, float] | None]] = []
-        inner: list[dict[tuple[int, int], dict[str, float] | None]] = []
-        held_out: list[list[np.ndarray | None]] = []
-        failures: list[str] = []
-        choosing = self._choosing_scorer(base, classes)
-
-        def scored(c: Candidate, train: np.ndarray, test: np.ndarray, scorer: Any) -> tuple[np.ndarray, Any]:
-            key = train.tobytes()  # inner splits (s, j) and (j, s) train on the same rows: one fit serves both
-            if key not in models:
-                state = clone(base.random_state, safe=False)  # each fold draws as the refit would
-                try:
-                    models[key] = fold_model(c, reads, y_index, classes, train, state)
-                except ValueError as exc:
-                    models[key] = exc
-            model = models[key]
-            if isinstance(model, ValueError):
-                raise model
-            log_proba = model(test)
-            return log_proba, score_fold(scorer, log_proba, classes, classes[y_index[test]])
-
-        for c in _bar(found, base.progress, "scoring", "candidate"):
-            models: dict[bytes, Any] = {}
-            scores: list[dict[str, float] | None] = []
-            held_out.append([])
-            for k, (train, test) in enumerate(folds):
-                try:
-                    log_proba, score = scored(c, train, test, self.scorer_)
-                except ValueError as exc:  # GridSearchCV's error_score=nan: this candidate cannot fit this fold
-                    if not any(s is None for s in scores):
-                        failures.append(f"candidate {c.params} on fold {k}: {exc}")
-                    scores.append(None)
-                    held_out[-1].append(None)
-                    continue
-                held_out[-1].append(log_proba)
-                scores.append(score)
-            per_split.append(scores)
-            inner.append({})
-            for s, j, train, test in pairs:
-                try:  # only the metric that chooses: a stand-in scorer of that one, where there are several
-                    inner[-1][s, j] = scored(c, train, test, choosing)[1]
-                except ValueError:  # as on an outer fold: NaN there, and this candidate is not chosen for s
-                    inner[-1][s, j] = None
-        names = next((list(s) for scores in per_split for s in scores if s is not None), None)
-        if names is None:
-            raise ValueError(f"{name}: no candidate could be scored on any fold; " + "; ".join(failures))
-        if failures:
-            warn_user(
-                f"{name}: {len(failures)} candidate(s) could not be fitted on some folds; their score "
-                f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
-                UserWarning,
-            )
+        choosing = choosing_scorer(base, self.scoring, self.refit, self.scorer_, classes)
+        bar = _bar(found, base.progress, "scoring", "candidate")
+        per_split, inner, held_out, failures = score_candidates(
+            bar, reads, y_index, classes, folds, pairs, (self.scorer_, choosing), base.random_state
+        )
+        names = next(list(s) for scores in per_split for s in scores if s is not None)
         per_split += [[None] * len(folds) for _ in unscored]
         held_out += [[None] * len(folds) for _ in unscored]
         filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
         rows = [*found, *unscored]
         self.cv_results_ = results(rows, filled, self.n_folds_, [complexity_of(c) for c in rows])
-        metric = self._refit_metric(names)
+        metric = refit_metric(self.refit, names)
         means, sems = self.cv_results_[f"mean_test_{metric}"], self.cv_results_[f"sem_test_{metric}"]
         complexity = self.cv_results_["complexity"]
         table = np.column_stack([self.cv_results_[f"split{k}_test_{metric}"] for k in range(self.n_splits_)])
         try:
             self.best_index_ = choose(means, sems, complexity, self.rule, table, self.n_folds_)
         except ValueError:
-            raise ValueError(f"{name}: no candidate could be scored on every fold; " + "; ".join(failures)) from None
+            raise ValueError(
+                f"{type(self).__name__}: no candidate could be scored on every fold; " + "; ".join(failures)
+            ) from None
         self.best_params_ = dict(found[self.best_index_].params)
         self.best_score_ = float(means[self.best_index_])
-        self._estimate(table, inner, held_out, metric, base, y_index, classes, folds)
-        return held_out
 
-    def _choosing_scorer(self, base: LLMLabelClassifier, classes: np.ndarray) -> Any:
-        """The scorer of the inner splits: ``scorer_``, or with several
-        metrics the ``refit`` one alone (the inner scores only choose)."""
-        scoring, refit = self.scoring, self.refit
-        if isinstance(scoring, list | tuple | set) and isinstance(refit, str) and refit in scoring:
-            return scorer(base, refit, classes)
-        if isinstance(scoring, dict) and isinstance(refit, str) and refit in scoring:
-            return scorer(base, scoring[refit], classes)
-        return self.scorer_
-
-    def _estimate(
-        self,
-        table: np.ndarray,
-        inner: list[dict[tuple[int, int], dict[str, float] | None]],
-        held_out: list[list[np.ndarray | None]],
-        metric: str,
-        base: LLMLabelClassifier,
-        y_index: np.ndarray,
-        classes: np.ndarray,
-        folds: list[Any],
-    ) -> None:
-        """Sets ``held_out_score_`` (nested: ``estimate.nested_choices``) and
-        its bootstrap standard error over the texts; NaN, with a warning that
-        says why, when it cannot be estimated."""
-        self.held_out_score_ = self.held_out_score_sem_ = float("nan")
-        self.held_out_choices_ = np.full(table.shape[1], -1, dtype=np.int64)
-        name = type(self).__name__
-        if self.n_folds_ < 3:  # with 2, an inner split would train on no row at all
-            warn_user(
-                f"{name}: held_out_score_ is NaN: a nested estimate needs at least 3 folds per repeat "
-                f"(this cv gives {self.n_folds_}); pass more labelled texts or a larger cv.",
-                UserWarning,
-            )
-            return
-        n_splits = table.shape[1]
-        inner_table = np.full((table.shape[0], n_splits, n_splits), np.nan)
-        for c, pairs in enumerate(inner):
-            for (s, j), score in pairs.items():
-                if score is not None:
-                    inner_table[c, s, j] = score.get(metric, score.get("score"))
-        found = len(inner)  # the unscored fallback's row, last, has no inner scores
-        chosen = nested_choices(table[:found], inner_table[:found], self.cv_results_["complexity"][:found],
-                                self.rule, self.n_folds_)
-        if (chosen < 0).any():
-            warn_user(
-                f"{name}: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no candidate "
-                "could be scored both there and on the other folds without it (see the failures warned above); "
-                "pass more labelled texts per class or fewer candidates.",
-                UserWarning,
-            )
-            return
-        self.held_out_choices_ = chosen
-        self.held_out_score_ = float(np.mean([table[c, s] for s, c in enumerate(chosen)]))
         def score(log_proba: np.ndarray, y: np.ndarray) -> float:
             return score_fold(self.scorer_, log_proba, classes, classes[y])[metric]
 
         seed = learned_seed(clone(base.random_state, safe=False))
-        picks = [held_out[c][s] for s, c in enumerate(chosen)]
-        self.held_out_score_sem_ = bootstrap_sem(picks, folds, y_index, score, seed)
-
-    @staticmethod
-    def _temperature(held_out: list[np.ndarray | None], y_index: np.ndarray, folds: list[Any]) -> float:
-        """The temperature fitted on the chosen candidate's held-out
-        log-probabilities of every split, kept from the scoring (recomputing
-        them took a fifth of a stacked pick's fit), shrunk by the number of
-        distinct texts scored (``temperature.shrunk``); splits it could not
-        fit are left out."""
-        parts = [p for p in held_out if p is not None]
-        rows = [test for p, (_, test) in zip(held_out, folds, strict=True) if p is not None]
-        if not parts:
-            return 1.0
-        scored = np.concatenate(rows)
-        return shrunk(fit_temperature(np.vstack(parts), y_index[scored]), len(np.unique(scored)))
-
-    def _refit_metric(self, names: list[str]) -> str:
-        if names == ["score"]:
-            return "score"
-        if not isinstance(self.refit, str) or self.refit not in names:
-            raise ValueError(
-                f"{type(self).__name__}: with several scorers, refit must name the one that chooses "
-                f"(one of {names}); got refit={self.refit!r}"
-            )
-        return self.refit
+        self.held_out_score_, self.held_out_score_sem_, self.held_out_choices_ = held_out_estimate(
+            table, inner, held_out, complexity, self.rule, self.n_folds_, metric, score, folds, y_index, seed
+        )
+        return held_out
 
     def _refit(
         self,
@@ -777,25 +631,3 @@ def _bar(items: list[Any], show: bool, what: str, unit: str) -> Iterable[Any]:
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=f"LLMLabelClassifierCV: {what}", unit=unit)
-
-
-@contextlib.contextmanager
-def _each_warning_once() -> Iterator[None]:
-    """Collects the warnings of a fit and says each once at its end, at the
-    user's line: the readers and the refit each fit an estimator, and each
-    would warn the same (a ``LabelWordsWarning`` is said once whatever
-    prompt wrote the words; any other warning once per message)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield
-        finally:
-            said: set[Any] = set()
-            told = []
-            for w in caught:
-                key = w.category if issubclass(w.category, LabelWordsWarning) else (w.category, str(w.message))
-                if key not in said:
-                    said.add(key)
-                    told.append(w)
-    for w in told:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -12,11 +12,13 @@ Plain arithmetic; nothing here reads."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
-__all__ = ["LOG_T_BOUNDS", "SHRINK_TEXTS", "fit_temperature", "shrunk", "tempered"]
+__all__ = ["LOG_T_BOUNDS", "SHRINK_TEXTS", "fit_temperature", "held_out_temperature", "shrunk", "tempered"]
 
 #: The search range of log T: T from e^-3 (sharper, ~0.05) to e^3 (flatter, ~20).
 LOG_T_BOUNDS = (-3.0, 3.0)
@@ -66,3 +68,16 @@ def shrunk(temperature: float, n_texts: int, prior_texts: float = SHRINK_TEXTS) 
     if n_texts <= 0:
         return 1.0
     return float(np.exp(np.log(temperature) * n_texts / (n_texts + prior_texts)))
+
+
+def held_out_temperature(
+    held_out: Sequence[np.ndarray | None], y_index: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> float:
+    """The temperature fitted on a candidate's held-out log-probabilities of
+    every split (None where it has none), kept from the scoring, then
+    ``shrunk`` by the number of distinct texts scored; 1.0 with none."""
+    parts = [p for p in held_out if p is not None]
+    if not parts:
+        return 1.0
+    scored = np.concatenate([test for p, (_, test) in zip(held_out, folds, strict=True) if p is not None])
+    return shrunk(fit_temperature(np.vstack(parts), y_index[scored]), len(np.unique(scored)))
