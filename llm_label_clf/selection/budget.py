@@ -1,16 +1,6 @@
 """The read budget of ``LLMLabelClassifierCV``: which readers to leave out so
 that ``fit`` reads the training texts at most ``max_passes`` times as often
-as one zero-shot read with the estimator's own prompt would.
-
-A reader's cost is known from its plan before anything is read: one read per
-distinct label prefix per text (``reads_per_text``), for the training texts
-and the content-free inputs alike. Labels that take several tokens under one
-prompt but not another make the difference: under the chat template the reply
-starts without a space, where "sadness" is three tokens and " sadness" one, so
-that prompt's readers read a text five times where the default prompt reads it
-once. Left out first: the most reads per text, a few-shot reader before a
-zero-shot one of the same cost (its prompt is longer), the later before the
-earlier; never the first reader, the estimator's own way of reading. Plain
+as one zero-shot read with the estimator's own prompt would. Plain
 arithmetic on counts; nothing here reads."""
 
 from __future__ import annotations

@@ -1,22 +1,5 @@
 """What ``LLMLabelClassifierCV``'s choice scores on texts that took no part
-in it: ``held_out_score_`` and its standard error.
-
-Nested cross-validation from the reads already made. For each split ``s``
-(fold ``s`` of its repeat), the rule chooses among the candidates from
-*inner* scores computed without ``s``: for every other fold ``j`` of the
-repeat, the candidate fitted on the rows outside both ``s`` and ``j`` and
-scored on ``j`` (``pair_splits``). Neither ``s``'s scores nor a model fitted
-on its rows take part in the choice (the one remaining link: a few-shot
-reader's prompts for the other folds may show texts of ``s`` as examples).
-The chosen candidate, fitted on every row outside ``s``, is then scored on
-``s``; the estimate is the mean over the splits, as ``best_score_`` is.
-
-Its standard error comes from the texts, not from the 5 fold means: a
-bootstrap over the scored texts (each text drawn with its multiplicity into
-every split that tests it, so repeats share the draw), rescoring every
-split's held-out predictions with the scorer. Any scorer works, and a few
-texts with a large loss widen it as they should; 5 fold means cannot see
-such tails. Plain functions; nothing here reads."""
+in it: ``held_out_score_`` and its standard error."""
 
 from __future__ import annotations
 

@@ -2,19 +2,10 @@
 count and the calibration, as ``LogisticRegressionCV`` lets them choose ``C``.
 
 ``fit`` reads every training text once per distinct way of reading (a
-*reader*: prompt, few-shot count, label mode, labels), then scores every
-candidate on stratified folds from those reads alone (calibrations, length
-norms, class weights, the stacked model are arithmetic on the reads),
-chooses one by a rule (``rules``), estimates what that choice scores on
-texts it did not see (``estimate``, nested), fits a temperature on its
-held-out log-probabilities (``temperature``) and refits it, again from the
-same reads (``ReadCache``). A few-shot reader reads each text under the
-refit's prompt, and each of that prompt's examples under it with the example
-swapped for another text of its class (``reads``), so every labelled text is
-scored by every candidate. A candidate that too few texts of a class
-leave unscorable (a few-shot count, a learned calibration's refit) is left
-out, with one warning; the rest are scored and chosen among. On texts too
-few for the examples at all, the choice is a fixed fallback (``small_data``)."""
+*reader*: ``reads``), scores every candidate on folds from those reads
+alone (``scores``, ``folds``), chooses by a rule (``rules``), estimates the
+choice held out (``estimate``), fits a temperature (``temperature``) and
+refits, again from the same reads (``ReadCache``)."""
 
 from __future__ import annotations
 
@@ -72,18 +63,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     As ``LogisticRegressionCV`` chooses ``C``: every candidate (prompt x
     few-shot count x calibration x ..., and a stacked logistic regression) is
     scored on stratified folds of the labelled texts, one is chosen by
-    ``rule`` (the highest mean; or the simplest within one standard error of
-    it), its confidence optionally corrected by one temperature fitted on its
-    held-out predictions, and it is refitted on all of them.
-
-    Each candidate list below is searched as a grid (as ``GridSearchCV``'s
-    ``param_grid``); parameters not searched come from ``estimator``. Cheap by
-    construction: each distinct prompt is read once per training text (once
-    per distinct label prefix when labels take several tokens; plus three
-    content-free inputs), and every calibration, length norm, class weight and
-    fold is computed from those reads; few-shot prompts share their prefix
-    through vLLM's prefix cache. ``max_passes`` bounds the reads, and
-    ``fit_cost_`` reports what fit read.
+    ``rule``, and it is refitted on all of them. Each distinct prompt reads
+    each training text once; calibrations, length norms, class weights and
+    folds are arithmetic on those reads (docs: Learning from labels).
 
     Parameters
     ----------
@@ -92,28 +74,14 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         default ``LLMLabelClassifier()``.
     prompts : list or None, default=None
         Prompt candidates: a template string, None (the default template), or
-        a dict with ``prompt``, ``instructions`` and ``chat``. None tries the
-        default template (it names the labels in an instruction line), the
-        text with a bare answer cue (``"Text: {text}\\nLabel:"``) and the
-        default template as a chat turn.
+        a dict with ``prompt``, ``instructions`` and ``chat``. None tries
+        ``candidates.DEFAULT_PROMPTS``: the default template, the text with a
+        bare answer cue and the default template as a chat turn.
     few_shots : list of int, default=(0, 4)
-        Few-shot counts (examples per class). The examples are drawn from the
-        training texts as ``few_shot`` (and the refit) draws them; every text
-        is scored, each under that prompt, or, for an example text, under that
-        prompt with itself swapped for another text of its class (``reads``):
-        none under a prompt that shows it.
-        A count that would leave fewer than 4 texts, or fewer than 2 classes
-        with 2 texts, outside its examples is lowered to the largest count
-        that leaves enough (or left out when none does).
-        A count with ``calibration="learned"`` is left out where a class has
-        fewer than the count + 2 texts: the refit fits that regression on 2
-        texts of every class outside the examples at least. One warning
-        names what was left out and the class counts; the other candidates
-        are scored and chosen among (59 texts of one class and 5 of another
-        score every zero-shot candidate and few_shot=3), unless the texts
-        are too few for the examples at all (``small_data``). A prompt whose
-        examples leave too little of the model's context for the text is
-        left out, with a warning of its own (``plans``).
+        Few-shot counts (examples per class), drawn as the refit draws them;
+        no text is scored under a prompt that shows it. A count that leaves
+        too few texts outside its examples to score by is lowered or left
+        out, with one warning (``small_data``).
     calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -121,136 +89,82 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     class_weights : list, default=(None, "balanced")
         For "learned" and the stacked candidate.
     label_modes, length_norms, label_sets : list or None, default=None
-        Label modes, length norms and ``labels`` values (mappings with
-        aliases, say) to try; None keeps the estimator's own.
+        Label modes, length norms and ``labels`` values to try; None keeps
+        the estimator's own.
     stack : bool, default=True
-        Also try a logistic regression over every prompt's label logprobs
-        (``transform`` features side by side); if it wins, ``best_estimator_``
-        is a pipeline of a ``FeatureUnion`` of the readers and that model,
-        fitted on the reads the scoring made (each text read under prompts
-        that do not show it), as ``StackingClassifier`` fits its final
-        estimator on out-of-fold predictions.
+        Also try a logistic regression over every prompt's label logprobs;
+        if it wins, ``best_estimator_`` is a pipeline of a ``FeatureUnion``
+        of the readers and that model, fitted on out-of-fold reads as
+        ``StackingClassifier`` fits its final estimator.
     scoring : str, callable, list, dict or None, default="neg_log_loss"
-        As ``GridSearchCV``'s. Several metrics: ``refit`` names the one that
-        chooses; ``cv_results_`` holds them all. "neg_log_loss" is told every
-        class, so a fold whose held-out part lacks a rare class is still
-        scored (``GridSearchCV`` fails such a fold).
+        As ``GridSearchCV``'s; with several metrics ``refit`` names the one
+        that chooses. "neg_log_loss" is told every class, so a fold lacking a
+        rare class is still scored.
     cv : int, cross-validation generator or iterable, default=5
-        Folds of the training texts (stratified for an int: unshuffled
-        ``StratifiedKFold``, as ``GridSearchCV``'s). A class with fewer texts
-        than folds is tested in as many folds as it has texts (log-loss is
-        told every class); an int larger than the number of texts is lowered
-        to it, with a warning. The nested ``held_out_score_`` needs 3.
+        Folds of the training texts (an int: unshuffled ``StratifiedKFold``);
+        an int larger than the largest class is lowered, with a warning. The
+        nested ``held_out_score_`` needs 3.
     refit : bool or str, default=True
         Refit the chosen candidate on all training texts (from the same
-        reads; the ``small_data`` fallback reads its own prompt). With
-        several scorers, the name of the one that chooses.
+        reads). With several scorers, the name of the one that chooses.
     rule : {"guarded", "best", "one_se"}, default="guarded"
         How the candidate is chosen from the ``refit`` metric. "best": the
-        highest mean score. "guarded": the highest mean, where it beats the
-        simple reading (the first prompt, zero-shot, the first calibration:
-        "auto" by default)
-        by more than the standard error of their paired split differences;
-        else that simple reading, so that a complex pick which won by luck
-        does not fall below it. "one_se": among the candidates whose mean is at
-        least the highest mean minus that candidate's ``sem_test_<metric>``,
-        the simplest ``complexity`` level (zero-shot with "auto" or no
-        calibration, zero-shot otherwise calibrated, few-shot, stacked), then the highest mean within it. A
-        candidate with a NaN mean is never chosen. On the design sets
-        (``bench/selection.py``; SST-2 and TREC, 10 draws each) "one_se" lost
-        0.3 accuracy points to "best" at 64 texts and 0.6 at 128.
+        highest mean. "guarded": the highest mean where it beats the simple
+        reading (first prompt, zero-shot, first calibration) by more than the
+        standard error of their paired split differences, else that simple
+        reading. "one_se": the simplest ``complexity`` level within one
+        ``sem_test_<metric>`` of the highest mean. NaN means are never chosen.
     n_repeats : int, default=1
-        For an int ``cv``: more than 1 scores every candidate on
-        ``RepeatedStratifiedKFold(cv, n_repeats)`` folds (each repeat
-        shuffled, seeded from the estimator's ``random_state``; split ``k`` of
-        repeat ``r`` is ``split<r * n_folds_ + k>``), which steadies the means
-        at no engine read (the folds are arithmetic on the reads). Must be 1
-        when ``cv`` is a splitter or an iterable.
+        For an int ``cv``: score on ``RepeatedStratifiedKFold(cv, n_repeats)``
+        folds seeded from the estimator's ``random_state`` (split ``k`` of
+        repeat ``r`` is ``split<r * n_folds_ + k>``), at no engine read. Must
+        be 1 when ``cv`` is a splitter or an iterable.
     recalibrate : {"temperature", None}, default=None
         "temperature": fit one temperature ``T`` on the chosen candidate's
-        held-out log-probabilities of every split (log-loss of
-        softmax(log p / T), log T in [-3, 3]), shrink its log toward 0 by
-        the m texts scored (log T * m / (m + 64)) and apply it to
-        ``best_estimator_``'s probabilities; predictions (the argmax) are
-        unchanged. The shrinking (2026-12-04) took the wide-test ECE change
-        of the unshrunk ``T`` at 64 and 128 texts from +0.002 to -0.011 on
-        the design sets and from +0.019 to -0.006 on the report sets; the
-        figures below are the unshrunk ``T``'s. None: ``temperature_`` is 1 and the probabilities are
-        ``best_estimator_``'s. Not the default: on the design sets at 64
-        texts (10 draws each, commit 3989356) it raised the test ECE from 0.067 to 0.088 on
-        SST-2 and lowered it from 0.096 to 0.090 on TREC, and raised the
-        log-loss on both. Applying it only where a nested check (``T`` fitted
-        without the split that scores it) found it helps was worse than
-        never on SST-2 (ECE 0.078) and within noise of it on TREC (0.093).
-        Rerun on another CPU and scored on 1000 more texts (ECE floor
-        ~0.03), it still raised ECE at 64 texts (SST-2 0.070 to 0.083,
-        TREC 0.071 to 0.079) and lowered it at 128 (0.056 to 0.052, 0.080
-        to 0.069).
+        held-out log-probabilities (log T in [-3, 3]), shrink its log by the
+        m texts scored (log T * m / (m + 64)) and apply it to
+        ``best_estimator_``'s probabilities; predictions are unchanged. Not
+        the default: it raised the test ECE at 64 texts and fewer (docs:
+        Learning from labels). None: ``temperature_`` is 1.
     small_data : {"fallback", "search"}, default="fallback"
         What fit chooses when the largest of ``few_shots`` had to be lowered
-        (or left out) and the texts are too few for it overall: fewer than
-        2 x that count x the classes (``folds.too_small_for_examples``: the
-        examples would take more than half of them). "fallback": the first
-        prompt with that count and batch calibration (prior from y), fitted
-        on every text unscored: its row, last in ``cv_results_``, has NaN
-        scores, as have ``best_score_`` and ``held_out_score_``, and
-        ``temperature_`` is 1. "search", and any data not that small (64
-        texts of 59 and 5, say, which the fallback had left unscored until
-        issue 54): the choice among the scored candidates. Measured at 16
-        texts with few_shot=4 (``bench/selection.py``, 10 draws each, paired
-        with the search's choice), the fallback scored above the search on
-        TREC (+17.1 ± 2.7 accuracy points), AG News (+3.8 ± 1.9) and SST-2's
-        one draw where it fired (+11; 16 texts in 2 classes are no longer
-        too few), below it on emotion (-6.1 ± 3.5). Its own reads come on
-        top of ``max_passes``' budget (0.1-0.2 zero-shot passes at 16 texts).
+        and the texts are fewer than 2 x that count x the classes.
+        "fallback": the first prompt with that count and batch calibration,
+        fitted on every text unscored (its ``cv_results_`` row, last, and
+        ``best_score_``, ``held_out_score_`` are NaN; ``temperature_`` is 1).
+        "search": the choice among the scored candidates.
     max_passes : float or None, default=10.0
-        The most zero-shot passes over the training texts fit may read (reads
-        per text of every reader, content-free inputs included, over those of
-        the first reader, the estimator's own prompt). Readers beyond it are
-        left out before anything is read, the costliest first (few-shot
-        before zero-shot at the same cost), with a warning naming them; the
-        first reader never is. Labels that are one token under one prompt
-        and several under another make the difference: under the chat
-        template the reply starts without a space, where "sadness" takes 3
-        tokens and " sadness" 1. None reads every reader.
+        The most zero-shot passes over the training texts fit may read
+        (reads of every reader, content-free inputs included, over those of
+        the first reader). Readers beyond it are left out before anything is
+        read, the costliest first, with a warning; never the first. None
+        reads every reader.
 
     Attributes
     ----------
     cv_results_ : dict of numpy arrays
-        ``params``, ``param_<name>``, ``split<k>_test_<score>``,
-        ``mean_test_<score>``, ``std_test_<score>``, ``rank_test_<score>``
-        (``<score>`` is "score" for one scorer); ``pandas.DataFrame(cv_results_)``
-        reads it as ``GridSearchCV``'s. Also ``sem_test_<score>``, the
-        standard error of the mean: ``std_test_<score>`` over
-        sqrt(``n_folds_``), the folds of one repeat (repeats reuse the same
-        texts, so they do not shrink it); and ``complexity``, each
-        candidate's level for ``rule`` (0 zero-shot with "auto" or no
+        ``GridSearchCV``'s layout (``params``, ``param_<name>``,
+        ``split<k>_test_<score>``, ``mean_``, ``std_``, ``rank_test_<score>``;
+        ``<score>`` is "score" for one scorer), plus ``sem_test_<score>``
+        (``std_test_<score>`` over sqrt(``n_folds_``)) and ``complexity``,
+        each candidate's level for ``rule`` (0 zero-shot with "auto" or no
         calibration, 1 zero-shot otherwise calibrated, 2 few-shot, 3 stacked).
     best_index_ : int
-        The chosen candidate's row in ``cv_results_`` (by ``rule``: with
-        "one_se" not always the one ranked first).
+        The chosen candidate's row in ``cv_results_``.
     best_params_ : dict
         The chosen candidate's parameters (estimator parameters, or
         ``{"stack": True, "class_weight": ...}`` for the stacked candidate).
     best_score_ : float
-        The chosen candidate's mean cross-validated score (negated log-loss
-        by default), on the very splits that chose it: optimistic, the more
-        so the more candidates and the fewer texts.
-        NaN for the unscored fallback (``small_data``).
+        The chosen candidate's mean score on the splits that chose it
+        (optimistic); NaN for the unscored fallback.
     held_out_score_ : float
-        The expected score of choosing by ``rule`` on new texts, estimated by
-        nested cross-validation from the same reads (``estimate``): for each
-        split, the rule chooses from scores on the other folds of candidates
-        fitted without that split's rows, and its choice, fitted on every
-        other row, is scored on the split; the mean over the splits. Compare
-        it with ``best_score_`` to see how much the choice flattered itself.
-        NaN, with a warning saying why, with fewer than 3 folds, where no
-        candidate could be scored on a split, or for the unscored fallback.
+        The expected score of choosing by ``rule`` on new texts, by nested
+        cross-validation from the same reads: compare it with
+        ``best_score_``. NaN, with a warning, with fewer than 3 folds, where
+        no candidate could be scored on a split, or for the fallback.
     held_out_score_sem_ : float
-        Its standard error, from the texts: the standard deviation of the
-        estimate over ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws of the
-        scored texts (every split rescored), not over 5 fold means, which
-        cannot see a few texts with a large loss.
+        Its standard error, from ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws
+        of the scored texts.
     held_out_choices_ : ndarray of shape (n_splits_,)
         For each split, the ``cv_results_`` row the nested choice took
         without it (-1 where none could be scored): ``held_out_score_`` is the
