@@ -1,11 +1,7 @@
-"""How ``LLMLabelClassifierCV`` splits and scores its training texts: which
-few-shot counts leave enough texts to score by and which learned few-shot
-candidates can be refitted (one warning names those left out), whether the
-texts are too few for the examples at all (``small_data``), how many
-stratified folds the smallest class allows, the (repeated) folds themselves,
-the scorer (log-loss told every class), and ``cv_results_`` in
-``GridSearchCV``'s layout. Plain functions of the labels and the scores;
-nothing here reads."""
+"""How ``LLMLabelClassifierCV`` splits and scores its training texts: the
+few-shot counts and candidates that can be scored and refitted, the
+``small_data`` fallback, the (repeated) folds, the scorers and
+``cv_results_`` in ``GridSearchCV``'s layout. Nothing here reads."""
 
 from __future__ import annotations
 
@@ -151,10 +147,7 @@ def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str
     fits its regression, as ``LLMLabelClassifier`` does, on the texts
     outside its examples, at least 2 of every class (``few_shot`` takes at
     most a class's count): with a class of fewer than ``few_shot`` + 2 texts
-    it is left out. (The search could score it: every text is read there;
-    the refit, the estimator a user gets, could not be fitted: the 32-text
-    protocol draws failed so in 3 of 30 fits.) Raises ValueError, naming
-    the class, when none is left."""
+    it is left out. Raises ValueError, naming the class, when none is left."""
     labels, counts = np.unique(y, return_counts=True)
     kept, left_out = [], {}
     for c in found:
@@ -218,10 +211,7 @@ def fold_count(cv: Any, y_index: np.ndarray) -> Any:
     count (at least 2): every text is scored and log-loss is told every
     class, so a fold need not test every class, and a class with fewer texts
     than folds is tested in as many folds as it has texts; only when every
-    class has fewer texts than folds can stratified folds not be made.
-    Lowering the folds to the smallest class's count (as an earlier version
-    did) left 3 folds on 64 emotion texts, and the nested estimate's inner
-    splits then trained on a third of the texts (``estimate``)."""
+    class has fewer texts than folds can stratified folds not be made."""
     if not isinstance(cv, numbers.Integral) or isinstance(cv, bool):
         return cv
     counts = np.bincount(y_index)
