@@ -336,15 +336,11 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
             The texts; a DataFrame's columns fill the prompt fields of their
             names (``{text}`` and any other).
         y : array-like, DataFrame, sequence of sets or None, default=None
-            One label per text; or one column per output (2-D array or
-            DataFrame: then ``classes_`` is a list, one array per output); or
-            multi-label: a 0/1 indicator matrix, or one collection of labels
-            per text (one yes/no read per label; ``classes_`` holds the
-            labels). ``classes_`` and ``predict`` keep ``y``'s dtype. None
-            (zero-shot without labelled texts) needs ``labels``: a mapping
-            class -> label, whose keys are the classes, or a list of class
-            names; ``X`` then only serves to check how the labels tokenize
-            after the prompt.
+            One label per text; one column per output (``classes_`` is then
+            a list, one array per output); or multi-label: a 0/1 indicator
+            matrix or one collection of labels per text (``classes_`` holds
+            the labels). ``classes_`` keeps ``y``'s dtype. None (zero-shot)
+            needs ``labels``.
 
         Returns
         -------

@@ -109,16 +109,12 @@ class LabelWordsWarning(UserWarning):
 class LowLabelMassWarning(UserWarning):
     """The model put little probability on any label for some texts.
 
-    Warned once per prediction call when, for some texts, the label mass is
-    below ``low_mass_threshold``: the full-vocabulary probability of the
-    labels' first tokens (the distinct first tokens of every label, aliases
-    included, each counted once), read right after the prompt, i.e. how much
-    the model wants to start answering with a label (for one-token labels,
-    the labels' total probability). The model's answer is probably not among
-    the labels. Reword the prompt, add
-    ``instructions``, or give aliases; ``diagnose(X)`` shows the model's own
-    first choice. ``low_mass="raise"`` makes it a ``ValueError`` and
-    ``low_mass="ignore"`` silences it.
+    Warned once per prediction call when, for some texts, the label mass (the
+    full-vocabulary probability of the labels' distinct first tokens after the
+    prompt) is below ``low_mass_threshold``: the model's answer is probably not
+    among the labels. Reword the prompt, add ``instructions``, or give
+    aliases; ``diagnose(X)`` shows the model's own first choice.
+    ``low_mass="raise"`` makes it a ``ValueError``, ``"ignore"`` silences it.
     """
 
 
