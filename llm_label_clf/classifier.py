@@ -60,189 +60,120 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         vLLM OpenAI-compatible server (``http://host:8000/v1``) or a list of
         them (load spread, fail-over); ``model`` then names the served model.
     engine_options : dict or None, default=None
-        vLLM engine arguments (``dtype``, ``max_model_len``, ``tensor_parallel_size``,
-        ``data_parallel_size``, ``kv_cache_memory_bytes``, ...). With ``base_url``:
-        the client's ``max_concurrency``, ``timeout_s``, ``max_retries`` and
-        ``api_key_env`` (the environment variable holding the API key; the key
-        itself is never stored). Estimators with equal ``model``, ``base_url``
-        and ``engine_options`` share one engine per process.
+        vLLM engine arguments (``dtype``, ``max_model_len``,
+        ``tensor_parallel_size``, ``data_parallel_size``, ...); with
+        ``base_url``, the client's ``max_concurrency``, ``timeout_s``,
+        ``max_retries`` and ``api_key_env``. Estimators with equal ``model``,
+        ``base_url`` and ``engine_options`` share one engine per process.
     read_store : str, PathLike, ReadStore or None, default=None
         A persistent store of label reads (an SQLite file, created on first
-        use), like ``Pipeline(memory=...)``: a read found there is not read
-        again, and the engine's reads are stored batch by batch, so a killed
-        ``predict_proba`` rerun, notebook reruns, ``cross_val_score`` and
-        ``LLMLabelClassifierCV`` over the same texts read each prompt once,
-        and processes (loky workers, the command line) share it. A read is
-        found only when the model's files (fingerprinted), the engine
-        settings that change numbers (dtype, ...), the vLLM and torch
-        versions, the device, the prompt's token ids and the label tokens
-        read all match. None uses the path in ``LLM_LABEL_CLF_READ_STORE``
-        when set. Embedded engines only: with ``base_url``, fit refuses it
-        (a server does not say which weights it runs). Opened and checked at
-        ``fit``: a file that is not a read store, a damaged one or an
-        unwritable folder raises ``ReadStoreError`` naming the file; a disk
-        that fills mid-run warns (``ReadStoreWarning``) and reads go on
-        unstored (docs: Reliability).
+        use), like ``Pipeline(memory=...)``: a read found there (same model
+        files, numeric engine settings, versions, device, prompt tokens and
+        label tokens) is not read again, across calls and processes. None
+        uses ``LLM_LABEL_CLF_READ_STORE`` when set. Embedded engines only.
+        Checked at ``fit``: a bad file raises ``ReadStoreError``; a full disk
+        warns (``ReadStoreWarning``) and reads go on unstored (docs: Reliability).
     labels : mapping, list or None, default=None
-        None: the classes from ``y`` are what the model writes (identifiers as
-        words, see ``label_words``). Otherwise a mapping class -> label string,
-        or class -> list of alias strings whose probabilities are summed into
-        the class; or a list (or tuple) with one label (or alias list) per
-        class in ``classes_`` order, i.e. sorted, as ``datasets``'
-        ``ClassLabel.names`` lists them for ``y`` = 0, 1, ...: it must have as
-        many entries as ``y`` has classes. Without ``y`` (zero-shot) the
-        classes are a mapping's keys, or a list's own items (strings; each is
-        written as itself, ``classes_`` is them sorted, and ``predict``
-        returns them); use ``labels=dict(enumerate(names))`` to predict 0, 1, ...
-        instead. Several outputs: a list with one such mapping or list per
-        output, or one mapping covering every output's classes.
+        None: the classes from ``y`` are what the model writes (see
+        ``label_words``). Otherwise a mapping class -> label string, or class
+        -> list of aliases whose probabilities are summed; or a list with one
+        label (or alias list) per class in ``classes_`` (sorted) order, as
+        ``datasets``' ``ClassLabel.names``. Without ``y``: the classes are a
+        mapping's keys, or a list's own items (``labels=dict(enumerate(names))``
+        predicts 0, 1, ...). Several outputs: a list with one mapping or list
+        per output, or one mapping covering every output's classes.
     label_words : {"auto", "words", "as_is"}, default="auto"
         What a class is written as when ``labels`` gives it no text. "words":
-        a string class that is an identifier (``card_arrival``,
-        ``CardArrival``, ``card-arrival``) is written as words (``card
-        arrival``; acronyms kept: ``ATMSupport`` -> ``ATM support``); other
-        classes as they are. "as_is": every class as ``str(class)``. "auto":
-        currently "words". Classes that are numbers or booleans are written as
-        they are and, except with "as_is", fit warns (``LabelWordsWarning``)
-        that the model is asked to write " 0" and " 1", and how to map them to
-        words. ``verbalizers_`` shows what was chosen.
+        an identifier class (``card_arrival``, ``CardArrival``) as words
+        (``card arrival``); "as_is": ``str(class)``; "auto": currently
+        "words". Numbers and booleans are written as they are, with a
+        ``LabelWordsWarning`` (not with "as_is"). ``verbalizers_`` shows it.
     label_mode : {"auto", "first_token", "full_sequence", "constrained", "options"}, default="auto"
-        How a class is scored. "full_sequence": log P(all of the label's tokens
-        | prompt), exact, from one read per distinct label prefix (the prompt is
-        computed once per text thanks to the prefix cache). "first_token": only
-        the label's first token is read (one read per text); classes must start
-        with distinct tokens. "options": the classes are listed in the prompt as
-        lettered options (A., B., ...; zero-padded numbers beyond 26 classes) and
-        the option codes are read. "auto": "first_token" when every label is one
-        token of its own after the prompt (then both are the same, exact, number),
-        else "full_sequence". "constrained": P(the model answers with this
-        label when made to answer with one of the labels, as vLLM's guided
-        choice decodes): at each prefix where the labels branch, the next
-        token's probability renormalised over the label tokens allowed there.
-        It reads only the prompt and those branching prefixes (Banking77: 16
-        reads per text instead of full_sequence's 141); no label may be the
-        start of another.
+        How a class is scored. "full_sequence": log P(all of the label's
+        tokens | prompt), exact, one read per distinct label prefix.
+        "first_token": the label's first token only (one read per text).
+        "options": the classes are listed as lettered options and the codes
+        are read. "constrained": P(this label when made to answer with one of
+        them, as vLLM's guided choice decodes), read only where the labels
+        branch; no label may start another. "auto": "first_token" when every
+        label is one token after the prompt, else "full_sequence" (docs:
+        Labels of any length).
     length_norm : {None, "token", "char"}, default=None
-        Divide each label's logprob by its length in tokens or characters before
-        the softmax (as lm-evaluation-harness's ``acc_norm`` does per character),
-        so long labels are not penalised for their length. The result is then a
+        Divide each label's logprob by its length in tokens or characters
+        before the softmax (as lm-evaluation-harness's ``acc_norm``): a
         normalised score rather than the model's probability.
     prune_margin : float or None, default=None
-        Many multi-token labels ("full_sequence" or "constrained"): read only the label prefixes
-        that can still come within this many nats of the best complete label
-        (a best-first search; extending a prefix only lowers its logprob).
-        None reads every prefix (exact). With a margin, every label reached is
-        read exactly and ``predict`` is exact (the top label is always read
-        to its end); a label left unread gets its prefix's logprob shared among
-        the labels below it, so probabilities under about ``exp(-margin)`` of
-        the top one are approximate. On Banking77 (77 intents, 141 reads per
-        text) margin 0 reads ~50 prefixes per text, ~2x faster (docs: Labels of any length).
+        Many multi-token labels ("full_sequence" or "constrained"): read only
+        the label prefixes that can still come within this many nats of the
+        best complete label (best-first). ``predict`` stays exact;
+        probabilities under about ``exp(-margin)`` of the top one are
+        approximate. None reads every prefix.
     prompt : str, list of str or None, default=None
-        A template with ``{text}`` (or, for DataFrame input, fields named after
-        columns) and optionally ``{labels}`` (the labels listed, "a, b or c").
-        None uses ``"Text: {text}\\nLabel:"``. Literal braces are written ``{{``
-        and ``}}``. Several outputs: a list, one template per output.
-        Multi-label: one template with a ``{label}`` field (default
-        ``"Text: {text}\\nQuestion: is this text about {label}?\\nAnswer:"``).
+        A template with ``{text}`` (or DataFrame column names) and optionally
+        ``{labels}`` (the labels listed, "a, b or c"); literal braces are
+        ``{{`` and ``}}``. None: the default template. Several outputs: a
+        list, one per output. Multi-label yes/no reads: a ``{label}`` field.
     instructions : str or None, default=None
         A line put before the prompt (the system message in chat mode).
     chat : bool or "auto", default=False
         Render the prompt as a user turn of the model's chat template and read
-        the reply's first token. "auto" uses the template when the model has one.
-        False by default: measured better for the built-in model.
+        the reply's first token; "auto" when the model has a template.
     random_state : int, RandomState or None, default=None
         Seed of the few-shot draw, of the learned calibration's folds and of
-        the "auto" calibration's domain-context inputs (those drawn with 0
-        when None: a refit on the same texts calibrates alike).
+        the "auto" calibration's domain-context inputs (0 when None).
     batch_size : int, default=512
         Texts sent to the engine at once; bounds memory on long inputs.
     progress : bool, default=True
-        Show a progress bar (texts done, and reads per text when labels need
-        several) when a call is expected to take more than a few seconds
-        (over 256 reads), in terminals and notebooks, sync and async alike;
-        False silences it.
+        Show a progress bar when a call is expected to take more than a few
+        seconds (over 256 reads); False silences it.
     low_mass : {"warn", "raise", "ignore"}, default="warn"
         What to do when a text's label mass is below ``low_mass_threshold``
         (the model wanted to answer something else); warned once per call.
     low_mass_threshold : float, default=1e-4
         The label mass below which ``low_mass`` applies: the full-vocabulary
-        probability of the labels' first tokens (each distinct first token
-        once), read right after the prompt; for one-token labels, the
-        labels' total probability.
+        probability of the labels' distinct first tokens after the prompt.
     too_long : {"truncate", "raise"}, default="truncate"
         A text whose prompt is longer than the model reads is cut at its end
         (never the instructions or the answer cue) with a ``TruncationWarning``,
         or refused with an error naming the item.
     threshold : float or "auto", default="auto"
         Multi-label ``y``: ``predict`` marks a label when P(it applies) >=
-        the threshold. "auto" fits one for every label at ``fit``
-        (``threshold_``), the one with the best micro-F1 on the training
-        texts' calibrated probabilities (0.5 when the calibration reads no
-        training text: ``calibration=None`` or "contextual"). A number is
-        used as given, also when set after ``fit`` (no refit needed).
+        the threshold. "auto" fits the one with the best micro-F1 on the
+        training texts at ``fit`` (``threshold_``; 0.5 when the calibration
+        reads no training text). A number applies as given, also after fit.
     few_shot : int, default=0
         Labelled examples per class, drawn from the training data (stratified,
-        seeded by ``random_state``) and written before every text in the prompt's
-        own format with their answers. The block is the same for every text, so
-        the prefix cache computes it once. Fails with a clear error when the
-        block leaves fewer than 64 tokens of the model's context.
+        seeded by ``random_state``) and written before every text with their
+        answers: one shared, cached prefix. Fails when it leaves fewer than 64
+        tokens of the model's context.
     calibration : {"auto", None, "contextual", "batch", "learned"}, default="auto"
-        Removes the model's bias toward some labels (see ``calibration.py``).
-        "auto" (the default): the label log-probabilities are tempered
-        (``AUTO_TEMPERATURE``) and divided by each class's mean probability
-        over the texts ``fit`` got (as "batch", estimated once at fit, on up
-        to 256 texts not shown as examples), aimed at the class prior: the
-        labels' (``calibration_prior``) with ``y``; without ``y``, the prior
-        the texts show once the model's bias is removed with random words of
-        the texts (domain-context inputs), shrunk half-way to uniform. It
-        assumes the texts given to ``fit`` are drawn like the texts to
-        predict, and costs a read of each (without ``y``, also of 20
-        domain-context inputs); with fewer than 16 texts it reads the 3
-        content-free inputs instead. Multi-label: per label, aimed at its
-        frequency in ``y``; a joint read (``multioutput_read="joint"``)
-        takes no calibration, so "auto" leaves it as read. None: the engine's exact reads, softmaxed
-        over the classes. "contextual" divides by the probabilities of
-        content-free inputs; "batch" by each class's mean probability over
-        the texts of the call (calls with fewer than 16 texts use the mean
-        over up to 256 training texts not shown as examples, estimated at
-        fit, or the content-free bias when every training text is an
-        example; a text's probabilities depend on its batch-mates);
-        "learned" fits a logistic regression on the label log-probabilities
-        of the training texts (not those used as few-shot examples),
-        cross-fitted over up to 5 folds, its regularisation ``C`` chosen by
-        their log-loss. ``LLMLabelClassifierCV`` chooses among them by
-        cross-validation (docs: Zero-shot).
+        Removes the model's bias toward some labels. "auto": tempered reads
+        divided by each class's mean probability over the texts ``fit`` got,
+        aimed at ``calibration_prior`` (without ``y``, the prior the texts
+        show); a joint read takes none. None: the engine's exact reads.
+        "contextual": divided by the probabilities of content-free inputs.
+        "batch": by each class's mean probability over the texts of the call
+        (under 16 texts, the training texts' mean). "learned": a logistic
+        regression on the training texts' label logprobs, cross-fitted
+        (docs: Zero-shot, Learning from labels).
     calibration_prior : {"y", "uniform"}, default="y"
-        What the debiasing calibrations map the bias to: "y", the training
-        labels' class frequencies (smoothed by one text per class; when fit
-        has no ``y``, uniform, or for "auto" the prior the texts show), so
-        imbalanced data stays imbalanced; "uniform", balanced classes, as the
-        papers assume. ``class_prior_`` holds it.
+        What the debiasing calibrations aim at: "y", the training labels'
+        class frequencies (smoothed by one text per class), or "uniform".
+        ``class_prior_`` holds it.
     class_weight : dict, "balanced" or None, default=None
-        The learned calibration's class weights (scikit-learn's
-        ``LogisticRegression`` meaning): "balanced" keeps a rare class from
-        being given up to the majority, at some cost in log-loss.
+        The learned calibration's class weights (``LogisticRegression``'s).
     multioutput_read : {"separate", "joint"}, default="separate"
-        For a 2-D ``y`` (several outputs). "separate": each output is its own
-        read of the text (its own prompt, any ``label_mode``), and the reads
-        share the text's cached prefix where their prompts start alike. "joint":
-        one read per text answers every output: the prompt lists each output's
-        classes as lettered options and vLLM's structured outputs hold the
-        reply to one letter per line, read at each output's position (the
-        core's ``slots``); a later output is read after the model's own answer
-        to the earlier ones. Separate is the default: on TREC with the built-in
-        model the joint read was 7.8x faster but near chance (the model cannot
-        answer by letter), and separate reads are exact per output (docs: Several outputs).
+        For a 2-D ``y``. "separate": one read per output (its own prompt, any
+        ``label_mode``), sharing the text's cached prefix. "joint": one read
+        per text answers every output as lettered options held by vLLM's
+        structured outputs; faster, but the built-in model answers near
+        chance by letter (docs: Several outputs).
     multilabel_read : {"auto", "choice", "yes_no"}, default="auto"
-        For a multi-label ``y``. "choice": one read per text over every
-        label (the prompt lists them, as a single-label read does), each
-        label's P(it applies) from its share of that read, calibrated per
-        label. "yes_no": one yes/no question per label, filling the
-        prompt's ``{label}`` field. "auto": "yes_no" when the prompt has a
-        ``{label}`` field, else "choice". On two public multi-label sets with
-        the built-in model the yes/no reads ranked texts at chance or worse
-        (mean ROC AUC 0.49 and 0.34) and the choice read did not (0.65 and
-        0.65; ``bench/zero_shot.py multilabel``).
+        For a multi-label ``y``. "choice": one read per text over every label,
+        each label's P(it applies) from its share, calibrated per label.
+        "yes_no": one yes/no question per label, filling the prompt's
+        ``{label}`` field. "auto": "yes_no" when the prompt has a ``{label}``
+        field, else "choice".
 
     Attributes
     ----------
@@ -405,15 +336,11 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
             The texts; a DataFrame's columns fill the prompt fields of their
             names (``{text}`` and any other).
         y : array-like, DataFrame, sequence of sets or None, default=None
-            One label per text; or one column per output (2-D array or
-            DataFrame: then ``classes_`` is a list, one array per output); or
-            multi-label: a 0/1 indicator matrix, or one collection of labels
-            per text (one yes/no read per label; ``classes_`` holds the
-            labels). ``classes_`` and ``predict`` keep ``y``'s dtype. None
-            (zero-shot without labelled texts) needs ``labels``: a mapping
-            class -> label, whose keys are the classes, or a list of class
-            names; ``X`` then only serves to check how the labels tokenize
-            after the prompt.
+            One label per text; one column per output (``classes_`` is then
+            a list, one array per output); or multi-label: a 0/1 indicator
+            matrix or one collection of labels per text (``classes_`` holds
+            the labels). ``classes_`` keeps ``y``'s dtype. None (zero-shot)
+            needs ``labels``.
 
         Returns
         -------

@@ -1,13 +1,15 @@
 """Exceptions and warnings raised by llm_label_clf (``__all__``: every one is
 public), and ``warn_user``, the one way the package warns: at the user's own
-line."""
+line (``each_warning_once`` says a repeated warning once)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import joblib
 from sklearn.exceptions import NotFittedError
@@ -107,16 +109,12 @@ class LabelWordsWarning(UserWarning):
 class LowLabelMassWarning(UserWarning):
     """The model put little probability on any label for some texts.
 
-    Warned once per prediction call when, for some texts, the label mass is
-    below ``low_mass_threshold``: the full-vocabulary probability of the
-    labels' first tokens (the distinct first tokens of every label, aliases
-    included, each counted once), read right after the prompt, i.e. how much
-    the model wants to start answering with a label (for one-token labels,
-    the labels' total probability). The model's answer is probably not among
-    the labels. Reword the prompt, add
-    ``instructions``, or give aliases; ``diagnose(X)`` shows the model's own
-    first choice. ``low_mass="raise"`` makes it a ``ValueError`` and
-    ``low_mass="ignore"`` silences it.
+    Warned once per prediction call when, for some texts, the label mass (the
+    full-vocabulary probability of the labels' distinct first tokens after the
+    prompt) is below ``low_mass_threshold``: the model's answer is probably not
+    among the labels. Reword the prompt, add ``instructions``, or give
+    aliases; ``diagnose(X)`` shows the model's own first choice.
+    ``low_mass="raise"`` makes it a ``ValueError``, ``"ignore"`` silences it.
     """
 
 
@@ -226,3 +224,25 @@ def warn_user(message: str, category: type[Warning]) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+@contextlib.contextmanager
+def each_warning_once() -> Iterator[None]:
+    """Collects the warnings of a block and says each once at its end, where
+    it was first said (a meta-estimator's inner fits would each warn the
+    same): a ``LabelWordsWarning`` once whatever its message, any other
+    warning once per message."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            said: set[Any] = set()
+            told = []
+            for w in caught:
+                key = w.category if issubclass(w.category, LabelWordsWarning) else (w.category, str(w.message))
+                if key not in said:
+                    said.add(key)
+                    told.append(w)
+    for w in told:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

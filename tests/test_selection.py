@@ -27,7 +27,13 @@ from llm_label_clf.reading.cache import ReadCache
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
-from llm_label_clf.selection.folds import refittable, too_small_for_examples, usable_few_shots, warn_left_out
+from llm_label_clf.selection.folds import (
+    fallback_candidate,
+    refittable,
+    too_small_for_examples,
+    usable_few_shots,
+    warn_left_out,
+)
 from llm_label_clf.selection.plans import fitted_plans
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
@@ -596,13 +602,12 @@ def test_texts_too_few_for_the_examples_overall_is_twice_the_examples():
     assert not too_small_for_examples(1, 2, [0]) and not too_small_for_examples(1, 2, [])
     # the search takes the fallback where the largest count was lowered and the texts are too small (no engine)
     readers = [{"prompt": SST2_TEMPLATE, "few_shot": 0}]
-    search = LLMLabelClassifierCV(few_shots=(0, 4))
-    assert search._fallback(readers, [0, 3], y) is None  # 59/5: lowered, but scored
+    assert fallback_candidate(readers, (0, 4), [0, 3], y, "fallback") is None  # 59/5: lowered, but scored
     nine = np.array(["negative"] * 6 + ["positive"] * 3)
-    fallback = search._fallback(readers, [0, 1], nine)
+    fallback = fallback_candidate(readers, (0, 4), [0, 1], nine, "fallback")
     assert fallback.params == {"prompt": SST2_TEMPLATE, "few_shot": 4, "calibration": "batch", "calibration_prior": "y"}
-    assert search._fallback(readers, [0, 4], np.array(["a"] * 8 + ["b"] * 7)) is None  # 15 texts, 4 scorable
-    assert search.set_params(small_data="search")._fallback(readers, [0, 1], nine) is None
+    assert fallback_candidate(readers, (0, 4), [0, 4], np.array(["a"] * 8 + ["b"] * 7), "fallback") is None
+    assert fallback_candidate(readers, (0, 4), [0, 1], nine, "search") is None
     with pytest.warns(UserWarning, match=r"9 texts are fewer than 2 x few_shot=4 x 2 classes, so best_estimator_ is "
                                          r"the fallback \(small_data='fallback'\)"):
         warn_left_out(nine, ["few_shot=4 lowered to 1"], [], fallback=4)

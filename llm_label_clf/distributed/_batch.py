@@ -1,17 +1,7 @@
 """One batch (a Ray Data batch or a Dask partition, as a pandas DataFrame)
-scored with a fitted estimator: the input columns handed to it as ``X``, each
-method called once, and the batch's columns returned with the scores beside
-them. The methods share one engine read of each prompt (a ``ReadCache``
-active for the batch): asking for ``predict_proba`` and ``transform`` costs
-one read, and their columns come from the same numbers (two reads of one
-prompt can differ in the last bits: on CPU, in float32, a prompt whose
-uncached part is one token, read alone in an engine step, came back ~2e-6
-nats off the same prompt read beside others).
-
-A row the estimator refuses (an ``InvalidInputError`` or ``GenerationError``,
-whose ``items`` name the batch's rows as data) is re-raised naming the
-dataset's own row: its ``id_column`` value, or else its place in the batch
-and the start of its text."""
+scored with a fitted estimator: each method called once over one shared
+read of each prompt (a ``ReadCache``), the scores beside the batch's
+columns, and a refused row re-raised naming the dataset's own row."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """Output columns of a fitted estimator, shared by Ray Data and Dask: which
-methods a batch may be scored with, what each method's columns are called,
-their dtypes, and the table one batch's results make. The empty table (the
-``meta`` Dask asks for) comes from the same code as a full one, so the two
-never disagree, and it is computed from ``classes_`` alone, never from the
-engine.
-
-Names: ``proba_<class>`` and ``predicted`` for one output; with several
-outputs the output's index comes first (``proba_<j>_<class>``,
-``predicted_<j>``, as ``get_feature_names_out`` names ``logprob_<j>_<class>``);
-multi-label gives one ``proba_<label>`` / ``predicted_<label>`` per label.
-``transform`` uses ``get_feature_names_out``."""
+methods a batch may be scored with, their column names (``proba_<class>``,
+``predicted``; ``proba_<j>_<class>`` with several outputs) and dtypes, and
+the table of one batch's results (the empty one, Dask's ``meta``, from
+``classes_`` alone)."""
 
 from __future__ import annotations
 

@@ -1,46 +1,7 @@
-"""Scoring a Dask DataFrame with a fitted estimator, on a Dask cluster.
-
-``score_dask_dataframe`` maps every partition through the estimator
-(``map_partitions``), with the ``meta`` Dask needs computed from the fitted
-classes without touching any engine. The estimator travels once, as one
-task of the graph (``dask.delayed``). Each worker process holds one engine
-per (model, engine options) in the process-wide registry and reuses it for
-every partition it scores, this call's and later ones'.
-
-Daemonic workers. A Dask nanny starts its worker processes as daemonic
-processes by default (``distributed.worker.daemon: True``), and a daemonic
-process may not start children: vLLM's engine core is one, so an embedded
-engine cannot start there. Create the cluster with the setting off, for the
-cluster's whole life (the nanny reads it again when it restarts a worker)::
-
-    dask.config.set({"distributed.worker.daemon": False})
-    cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1)
-
-or ``DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker ...`` (or ``dask
-worker --no-nanny``, whose worker is no child). In a daemonic worker the
-partition fails at once with an error naming the setting. Estimators with a
-``base_url`` start no engine and run anywhere. Also possible there: setting
-``LLM_LABEL_CLF_WORKER_ENGINE=shared`` in the workers' environment makes
-them read through one vLLM server per machine (``engines.shared``), which
-daemonic workers may use.
-
-Within a worker process (a ``multiprocessing`` child) the package would by
-default read through that shared server, as it does for joblib's workers;
-here each worker starts its own engine instead (``LLM_LABEL_CLF_WORKER_ENGINE``
-is set to ``own`` in the worker unless already set), which is what a
-multi-machine cluster wants: one engine per worker, no loopback server.
-
-The nanny's environment. A nanny starts its worker with
-``MALLOC_TRIM_THRESHOLD_=65536`` and ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
-``OPENBLAS_NUM_THREADS`` at 1 (``distributed.nanny.pre-spawn-environ``),
-settings for the worker's own memory and libraries, and an engine process
-started there inherited them: the float32 engine then read 200 texts in
-8.5 s against 3.1 s without them (``MKL_NUM_THREADS=1`` alone: 6.1 s; the
-malloc trim threshold alone: 4.7 s). The engine binds its own threads to the
-cores it may use, so those variables are taken out of the environment while
-it starts (only where they still hold the nanny's values) and put back
-after: the worker itself keeps them.
-"""
+"""Scoring a Dask DataFrame with a fitted estimator, on a Dask cluster: every
+partition mapped through the estimator (``map_partitions``), each worker
+process reusing one engine. Workers must not be daemonic
+(``distributed.worker.daemon: False``) to start an embedded engine."""
 
 from __future__ import annotations
 

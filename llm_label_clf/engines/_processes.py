@@ -1,47 +1,6 @@
-"""Engine processes that outlive a Ctrl-C but not their parent.
-
-A Ctrl-C in a terminal, and Jupyter's "interrupt kernel", send SIGINT to the
-whole foreground process group, and vLLM's engine-core and worker processes
-shut down on SIGINT: the engine died with the caller's ``KeyboardInterrupt``.
-So engines start with their processes in a process group of their own; the
-interrupt reaches only the caller, whose ``run_sync`` aborts the in-flight
-requests, and the engine stays usable.
-
-Out of the caller's group, the engine no longer dies with it (a closed
-terminal, Jupyter's kill, SIGKILL), and vLLM's processes notice a dead parent
-late: its worker, spawned by the engine core, watches a pipe from it but
-only stops between model steps, and after a SIGKILL of ``llm-label-clf
-classify`` went on computing for 13-31 s (issue 55). So on Linux every engine
-process asks the kernel for SIGKILL when its parent goes
-(``PR_SET_PDEATHSIG``): a killed caller takes the engine core with it, and
-the engine core its worker, at once. The signal fires when the parent
-*thread* that started the process exits: the engine core is started by the
-library's loop thread (the shared server's main thread), which lives as long
-as the process; vLLM's worker by the engine core's main thread. A parent
-that died before the request was made is caught by comparing the parent pid
-with the one the launcher was given.
-
-Done the way vLLM binds NUMA nodes, without patching vLLM: while the engine
-starts, multiprocessing's spawn executable is a small launcher that does
-both and then execs Python, with the spawned code prefixed by
-``multiprocessing.spawn.set_executable(launcher)``: the engine core spawns
-its worker (and anything else it spawns with multiprocessing's spawn) through
-the launcher too, and so on down. Only the first process leaves the
-caller's group; its descendants stay in the group it made (named in
-``LLM_LABEL_CLF_ENGINE_GROUP``, which they inherit), so one group holds one
-engine. A watchdog thread would do the same only as often as it polls, and
-only while the GIL lets it run; a subreaper would still have to kill what it
-collects. Processes vLLM starts otherwise than with multiprocessing's spawn
-(none seen on CPU) are not covered.
-
-Measured on 2 loaded cores (issue 55, ``tests/test_reliability.py``): after a
-SIGKILL of a script in a long read, or of ``classify`` mid-run, the engine
-core was gone 0.08-0.19 s later, the worker 0.08-0.69 s, multiprocessing's
-resource tracker (which exits once they have) 0.32-0.75 s (6 kills; in a 7th
-the tracker outlived 5 s, cause not found, not seen again). Before,
-the worker and the tracker outlived the 5 s (the script) and 30 s
-(``classify``) the test watched.
-"""
+"""Engine processes that outlive a Ctrl-C but not their parent: engines start
+in a process group of their own, and on Linux every engine process asks for
+SIGKILL when its parent goes (``PR_SET_PDEATHSIG``), through a spawn launcher."""
 
 from __future__ import annotations
 

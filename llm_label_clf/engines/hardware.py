@@ -1,11 +1,7 @@
-"""The CPU the embedded engine runs on, and the dtype it implies. vLLM's CPU
-platform assumes every x86 CPU computes bfloat16 natively, but without
-AVX512_BF16 or AMX it is emulated: measured ~4x slower than float32 on an
-AVX2-only CPU, with the same accuracy. So with no ``dtype`` given, the engine
-keeps the model's dtype only where the CPU computes bf16 natively and reads in
-float32 elsewhere. ``LLM_LABEL_CLF_DTYPE`` and the user's ``engine_options``
-win over this choice; GPUs keep vLLM's own default unless
-``LLM_LABEL_CLF_DTYPE`` names one."""
+"""The CPU the embedded engine runs on, and the dtype it implies: with no
+``dtype`` given, bfloat16 only where the CPU computes it natively
+(AVX512_BF16 or AMX), float32 elsewhere; ``LLM_LABEL_CLF_DTYPE`` and
+``engine_options`` win."""
 
 from __future__ import annotations
 

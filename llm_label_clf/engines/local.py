@@ -1,16 +1,6 @@
 """Embedded vLLM engines: one ``AsyncLLM`` per (model, engine options) per
 process, shared by every caller that asks for the same spec (estimators
-cloned by ``cross_val_score`` included).
-
-``get_engine`` gives a handle whose engine has not started: vLLM resolves
-its configuration as its engine would, which gives the tokenizer and
-``max_model_len`` that ``fit`` needs (seconds); the engine starts on the
-library loop when a read first needs it (``Engine.client``), so a call whose
-reads are all in the read store starts none. Engines are never pickled; an
-estimator re-attaches to the registry by its plain-data spec. A dead engine
-(its process killed) is replaced on next use. vLLM is imported only when the
-first handle is made.
-"""
+cloned by ``cross_val_score`` included)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The library's event loop and its exit hooks.
-
-One loop runs on a daemon thread, created lazily under a lock (fsspec's
-pattern). Engines are created on it so their background tasks live on it;
-plain scripts reach it through ``run_sync``, code inside another running loop
-(Jupyter, ``asyncio.run``) through ``run_on_loop``.
-
-The loop also owns shutdown: engine registries register their shutdown with
-``on_exit``, and one ``atexit`` handler runs those hooks in a fixed order
-(remote engines, then local ones) and then stops the loop. ``atexit`` runs
-last-registered first, and vLLM registers its own hooks when imported, so
-the handler is registered when the loop starts (a remote-only process) and
-registered again by whoever has just imported vLLM (``rearm_exit_handler``).
-"""
+"""The library's event loop and its exit hooks: one loop on a daemon thread,
+created lazily under a lock (``run_sync``, ``run_on_loop``), and one
+``atexit`` handler that runs the engines' shutdown hooks in order, then
+stops the loop."""
 
 from __future__ import annotations
 

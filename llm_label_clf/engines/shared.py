@@ -1,43 +1,7 @@
 """The shared engine: one vLLM server per machine and (model, engine
 settings), on 127.0.0.1, that joblib's loky worker processes and opted-in
 processes (``workers``) read through with the remote client, instead of each
-loading the model.
-
-A per-machine registry (``LLM_LABEL_CLF_SHARED_DIR``, by default
-``~/.cache/llm_label_clf/servers``; private to the user) holds one JSON entry
-per server, named by a hash of the model and the settings an embedded engine
-would start with (``local.engine_settings``, so the server reads exactly
-what the embedded engine reads), and a lock file beside it. A process that
-needs the shared engine takes the lock, finds a live entry (its pid alive,
-``/health`` answering) or starts a server (``_shared_server``) and records
-it, adds its owner to the entry, and connects with the remote client. The
-server demands a random API key, kept in the entry (mode 0600) and handed to
-the client through an environment variable of this process.
-
-Waiting for a starting server has no fixed deadline (``wait_for_server``):
-with one (the start-up timeout, 300 s), a worker on a loaded 2-core machine
-gave up and failed its fold (``cross_val_score`` gave a NaN) while the
-server's log already said it had started. A waiting process gives up only
-when the server process has exited or has logged a failure (a traceback),
-quoting the log's tail, or after a safety limit of an hour or more.
-
-Lifetime. The server is detached (its own session, reparented away from the
-worker that started it) and retires by itself, so none is left behind:
-after ``LLM_LABEL_CLF_SHARED_IDLE_S`` seconds (default 300) without reads,
-and within seconds once every owner has exited (an owner is the process
-whose workers use it: the worker's parent; or an opted-in process itself).
-Each use touches the entry, which counts as activity, and a retiring server
-removes its entry under the lock first, so no client attaches to a server
-on its way out. Entries of dead servers are removed when met.
-
-Why a server of its own rather than the parent's engine: the workers cannot
-reach an engine embedded in the parent, and the parent cannot tell when
-joblib will send work to processes (``cross_val_score`` pickles the
-estimator and never asks the parent for an engine). A process that owns a
-live shared server and has no embedded engine for that spec reads through
-the server too (``owned_shared_engine``): the refit at the end of a parallel
-``GridSearchCV`` then loads no second copy of the model.
-"""
+loading the model."""
 
 from __future__ import annotations
 

@@ -1,33 +1,7 @@
-"""Which engine a process reads with when scikit-learn runs it as a worker.
-
-``cross_val_score(..., n_jobs=2)`` and the ``*SearchCV`` estimators hand
-fits to joblib, whose default backend (loky) runs them in worker processes.
-Each worker starting its own vLLM engine multiplies memory on CPU and fails
-on a GPU (the first engine takes 90% of its memory), and an engine started
-in a loky worker did not start at all: vLLM's spawned engine process was told
-to use the worker's start method, ``'loky'``, which only loky knows.
-
-So by default a loky worker process (its ``multiprocessing.current_process()``
-is loky's ``LokyProcess``, from joblib's vendored loky or loky itself) starts
-no engine: it reads through the machine's shared server for its (model,
-settings) (``shared``), which the first worker starts. Any other process,
-other ``multiprocessing`` children included (a ``multiprocessing.Pool``'s,
-joblib's ``'multiprocessing'`` backend's, Dask's), starts its own embedded
-engine unless it opts in. Environment variables change that:
-
-- ``LLM_LABEL_CLF_WORKER_ENGINE=shared``: any ``multiprocessing`` child reads
-  through the shared server (the opt-in for non-loky workers; the server is
-  kept for the child's parent);
-- ``LLM_LABEL_CLF_WORKER_ENGINE=own``: each loky worker starts its own
-  embedded engine too (fast to reach, but one model load per worker); engine
-  processes are then spawned with a start method they know
-  (``spawnable_start_method``);
-- ``LLM_LABEL_CLF_SHARED_ENGINE=1``: this process reads through the shared
-  server, worker or not (several notebooks sharing one model load).
-
-A daemonic child (a ``multiprocessing.Pool``'s) cannot start vLLM's engine
-processes: there ``own`` raises an error that names the opt-in.
-"""
+"""Which engine a process reads with when scikit-learn runs it as a worker:
+a loky worker reads through the machine's shared server (``shared``), any
+other process starts its own engine; ``LLM_LABEL_CLF_WORKER_ENGINE``
+(``shared`` or ``own``) and ``LLM_LABEL_CLF_SHARED_ENGINE=1`` change that."""
 
 from __future__ import annotations
 

@@ -1,40 +1,8 @@
 """Calibration of zero- and few-shot label probabilities, which small models
-bias toward some labels. Three ways, after the papers that measured them, and
-what each assumes:
-
-* contextual (Zhao et al. 2021, "Calibrate Before Use"): the probabilities
-  the prompt gives content-free inputs ("N/A", "", "[MASK]") are the bias;
-  dividing by them (subtracting their logs) removes it. Assumes a text with
-  no content should get the class prior.
-* batch (Zhou et al., ICLR 2024, "Batch Calibration"): the bias is the mean
-  probability of each class over the texts being predicted. Assumes the batch
-  holds the classes in the proportions of the class prior.
-* learned: a multinomial logistic regression on the label log-probabilities,
-  fitted on labelled training texts, cross-fitted over K folds (each model
-  never sees the rows it is averaged with at fit time) and averaged; its
-  regularisation ``C`` is chosen by those folds' log-loss, and ``class_weight``
-  ("balanced") keeps a rare class from being given up. Assumes the training
-  texts are drawn like the texts to predict.
-
-The papers take the prior to be uniform (balanced classes). Here the prior is
-the training labels' class frequencies when fit has them (``calibration_prior
-="y"``, smoothed by one text per class), so the two debiasing calibrations map
-the content-free or average text to the prior, not to a uniform guess: on
-13%-spam data a uniform target would call half the texts spam.
-
-The default, "auto", is batch calibration made to work without labels and
-on one text at a time: the label log-probabilities are tempered (multiplied
-by ``AUTO_TEMPERATURE``: a small model's are overconfident), and the bias is
-the mean probability over the texts ``fit`` got, aimed at a class prior: the
-labels' when ``fit`` has ``y``; without ``y``, the prior the texts show once
-the model's bias is removed with domain-context inputs (random words of the
-texts, Fei et al. 2023), shrunk half-way to uniform. Fitted once, it applies
-to every later call alike. Chosen over contextual, domain-context, batch with
-a uniform prior and Saerens et al.'s EM prior, across eight datasets
-(``bench/zero_shot.py``).
-
-All work on (n, n_classes) log-probabilities and return log-probabilities.
-"""
+bias toward some labels: contextual (Zhao et al. 2021), batch (Zhou et al.
+2024), learned (a cross-fitted logistic regression) and the default "auto"
+(tempered batch calibration fitted once at ``fit``, with or without labels).
+All work on (n, n_classes) log-probabilities and return log-probabilities."""
 
 from __future__ import annotations
 
@@ -151,13 +119,7 @@ def index_weights(class_weight: Any, classes: Sequence[Any]) -> Any:
 class LearnedCalibrator:
     """K logistic regressions on (n, n_classes) log-probabilities, each fitted
     on K-1 folds of the training rows at the ``C`` whose out-of-fold log-loss
-    was lowest; predictions average them. One regression refitted on every
-    row at that ``C`` (as ``LogisticRegressionCV(refit=True)``) was measured
-    against the average on the design sets' zero-shot reads (SST-2 and TREC
-    at 32, 64 and 128 texts, 10 draws each, 4-8 on TREC where a class had
-    under 2 texts): the mean test ECE moved by -0.03 to +0.05 and the
-    log-loss by -0.06 to +0.07 nats, neither way consistently, so the
-    average stays."""
+    was lowest; predictions average them."""
 
     models: list[Any] = field(default_factory=list)
     C: float = 1.0

@@ -1,12 +1,6 @@
-"""One output as ``fit`` left it, as plain picklable data: its classes and
-its calibration, and ``log_proba(reads)``, the one way reads of that output
-(made by this process, a worker's engine or Ray's vLLM stage) become its
-log-probabilities. As scikit-learn's ``_CalibratedClassifier`` is to
-``CalibratedClassifierCV``: the estimator holds one per output
-(``outputs_``) and predicts through them, and so does ``distributed/``,
-through ``LLMLabelClassifier.log_proba_from_reads``.
-
-Also the label-mass check, which runs once per call over every output."""
+"""One output as ``fit`` left it, as plain picklable data: its classes, its
+calibration, and ``log_proba(reads)`` (as ``_CalibratedClassifier`` is to
+``CalibratedClassifierCV``); also the label-mass check."""
 
 from __future__ import annotations
 

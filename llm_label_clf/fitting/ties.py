@@ -1,15 +1,7 @@
-"""Ties in ``predict``: rows where two or more classes have exactly the same
-top probability. They happen with low-precision reads: in bf16 two labels'
-logprobs round to the same value (seen on 29 of 3,000 SST-2 texts, e.g.
--11.1977 and -11.1977, where float32 tells them apart), and a plain argmax
-then always answers the first class.
-
-The rule: a tie goes to the tied class with the largest class prior from fit
-(``Calibration.log_prior``: the class frequencies of ``y`` with one
-pseudo-text per class, or uniform under ``calibration_prior="uniform"`` or
-without ``y``), and among those to the first in ``classes_`` order. Every
-call that meets ties warns once (``TiedPredictionWarning``) with their count
-and the fix."""
+"""Ties in ``predict`` (two or more classes with exactly the same top
+probability, as bf16 reads give): a tie goes to the tied class with the
+largest class prior from fit, then the first in ``classes_``, with one
+``TiedPredictionWarning`` per call."""
 
 from __future__ import annotations
 

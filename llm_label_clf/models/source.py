@@ -1,12 +1,6 @@
 """Where an embedded engine's model comes from, checked before vLLM is
-imported: a built-in name (its package must be installed), a local path (it
-must exist), or a Hugging Face hub id (its files must be in the local hub
-cache, or the hub must answer within seconds). A wrong ``model`` then fails
-at once with what to do, instead of after vLLM's import and a download that
-waits on a network that is not there.
-
-Remote servers are not checked here: there ``model`` names what the server
-serves, which need not exist on this machine."""
+imported: a built-in name, a local path, or a Hugging Face hub id, so a
+wrong ``model`` fails at once with what to do."""
 
 from __future__ import annotations
 

@@ -2,15 +2,7 @@
 chat or instructions, the options list, the few-shot block), each class's
 label tokens found after the rendered prompt, the label mode, the trie of
 reads and the length norms. Everything here needs only the engine's tokenizer
-and context length; nothing is read from the model.
-
-The few-shot block: k labelled training texts per class, chosen stratified
-with a seed, each in the prompt's own format followed by its answer. It is the
-same for every text, so vLLM's prefix cache computes it once per engine, not
-once per text. A block that leaves fewer than ``MIN_QUERY_TOKENS`` of the
-model's context for the text raises ``FewShotTooLongError``, the one check of
-that rule: the estimator lets it end its fit, the search leaves that reader
-out (``selection.plans``)."""
+and context length; nothing is read from the model."""
 
 from __future__ import annotations
 

@@ -1,27 +1,4 @@
-"""A cache of label reads, so model selection reads each distinct prompt once.
-
-Cross-validated selection (``LLMLabelClassifierCV``) scores many candidates
-that differ only in what happens after the read (calibration, length norm,
-the folds) and refits the winner; all of them ask for the same reads. While a
-``ReadCache`` is active (``with cache.active():``), the chunk driver runs every
-``ReadingPlan`` through it: a prompt (its token ids) already read with the
-same label sequences is answered from memory, and only the others reach the
-engine. ``reads`` counts the reads the cache was asked for that it did not
-hold yet, for the cost of a fit.
-
-Caches nest: a cache made with ``parent=`` (``LLMLabelClassifierCV.fit``
-passes the cache active around it) answers from its parent what the parent
-holds, without the engine, and still counts those reads, so a fit's cost is
-what it would read alone; what it reads from the engine is stored in, and
-counted by, every ancestor too, so the outermost cache's ``reads`` are the
-engine's. A benchmark keeps one cache active across many fits on the same
-texts this way. A fit's cache lives for that fit; no cache is ever pickled
-with an estimator.
-
-A persistent read store (``read_store=``, ``reading.stored``) sits below
-every cache, as the farthest ancestor: what it answers is counted by the
-cache that asked, as an ancestor's answer would be, and by no ancestor, so an
-enclosing cache's ``reads`` stay the engine's own."""
+"""A cache of label reads, so model selection reads each distinct prompt once."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""The chunk driver: runs reading plans over records a chunk at a time, so
-memory stays bounded however long ``X`` is. A chunk holds at most
-``batch_size`` records, fewer when the plans need many reads per text (about
-``CHUNK_READS`` reads a chunk, never under ``MIN_CHUNK_TEXTS`` texts), so that
-a progress bar follows the work however it is spread. Each chunk is encoded by
-every plan and read on the engine; the bar counts texts and says the reads per
-text; one warning at the end, at the user's line, names every truncated text
-(of any plan).
-
-Sync and async share one driver, written as a generator that yields each
-chunk's read (a coroutine) and is sent its result: ``read_plans`` submits
-through the sync bridge, ``aread_plans`` awaits it on the library loop while
-the caller's loop stays free. Only that submit step differs."""
+"""The chunk driver: runs reading plans over records a chunk at a time
+(memory bounded however long ``X`` is), with the progress bar and one
+truncation warning; sync (``read_plans``) and async (``aread_plans``) share
+one generator and differ only in how a chunk's read is submitted."""
 
 from __future__ import annotations
 

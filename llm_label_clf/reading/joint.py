@@ -1,17 +1,6 @@
-"""Joint reads for several outputs (``multioutput_read="joint"``): one read
-per text answers every output. The prompt lists each output's classes as
-lettered options and asks for one letter per line; vLLM's structured outputs
-hold the answer to that format (a regex), so output ``j``'s letter is always
-generated token ``2 * j``, and the core's ``slots`` read each output's option
-tokens there.
-
-Two things differ from separate reads, and the README's comparison on TREC
-weighs them: a later output is read after the model's own greedy answer to
-the earlier ones (P(fine | text, coarse answer), not P(fine | text)), and
-vLLM applies the format's token mask before taking logprobs, so a slot's
-logprobs are normalised over the letters the format allows there rather than
-over the full vocabulary (the softmax over them is the same; the label mass is
-always 1 and cannot flag a prompt the model does not follow)."""
+"""Joint reads for several outputs (``multioutput_read="joint"``): one read per
+text answers every output, as lettered options whose answer format vLLM's
+structured outputs hold; the core's ``slots`` read each output's letters."""
 
 from __future__ import annotations
 

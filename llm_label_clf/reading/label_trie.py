@@ -1,19 +1,7 @@
-"""Exact scores of multi-token labels from next-token reads: the labels' token
-sequences form a trie, and each distinct prefix (the empty one included) is
-one read of ``prompt + prefix`` for the tokens that can follow it. A label's
-logprob is the sum along its path, log P(t1 | p) + log P(t2 | p t1) + ...
-
-Reads are grouped by prefix length so that each level runs after the one
-before it has put the prompt into vLLM's prefix cache; a text's prompt is then
-computed once, not once per label. Labels of one token each need one read.
-
-A constrained trie (``LabelTrie.build(..., constrained=True)``) scores the
-answer of a model made to write one of the labels (as vLLM's guided choice
-decodes): it reads only the root and the prefixes where the labels branch (two
-or more distinct next tokens), renormalises each read over the tokens allowed
-there, and a prefix with one continuation contributes log 1 = 0 unread. The
-sequences' probabilities then sum to 1.
-"""
+"""Exact scores of multi-token labels from next-token reads: the labels'
+token sequences form a trie, each distinct prefix one read, a label's
+logprob the sum along its path; a constrained trie renormalises where the
+labels branch."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """The reading plan: what fit decided about reading one output, as one plain,
-immutable, picklable object with two jobs. ``encode`` turns records into
-prompt token ids (with truncation) on the engine's tokenizer; ``read`` reads
-them on an engine passed in and returns, per text, each class's label logprob
-(summed over its aliases), the scores the softmax runs over, and the model's
-own first choice. It holds no engine and no tokenizer, so a worker process
-given a plan and an engine computes exactly what the estimator computes.
-
-The estimator's data runs one way: records -> plan -> engine -> class
-logprobs (``ClassReads``) -> probabilities (``ClassReads.log_proba``, then any
-calibration)."""
+immutable, picklable object: ``encode`` turns records into prompt token
+ids, ``read`` reads them on an engine passed in into ``ClassReads``."""
 
 from __future__ import annotations
 

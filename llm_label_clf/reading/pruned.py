@@ -1,20 +1,6 @@
-"""Pruned reading of many multi-token labels: read a label trie top-down and
-expand only the prefixes that can still come within ``margin`` nats of the
-best complete label, a best-first search on the upper bound a prefix's
-logprob sets on every label below it (extending a prefix only lowers it). A
-constrained trie (``LabelTrie.build(..., constrained=True)``) is searched the
-same way over its renormalised branch reads, whose logprobs are <= 0 too.
-
-With 77 classes of a few words each (Banking77) the exact read costs one read
-per distinct prefix (141) and on a CPU each read recomputes the part of the
-prompt that is not a whole KV block: the pruned read asks for a handful. Every
-label the search reaches is read exactly; a label under a prefix it left
-closed gets that prefix's logprob shared equally among the labels below it (an
-upper bound on their sum), so its probability is at most ``exp(-margin)`` of
-the best label's. The argmax is exact whenever the best label clears the
-others by more than nothing: with ``margin=0`` only prefixes that can still
-win are expanded.
-"""
+"""Pruned reading of many multi-token labels: a best-first search down the
+label trie expanding only the prefixes that can still come within
+``margin`` nats of the best complete label; the argmax stays exact."""
 
 from __future__ import annotations
 

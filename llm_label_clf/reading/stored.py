@@ -2,18 +2,7 @@
 reading plan with a ``StoreRef`` asks the store for its prompts' reads, reads
 only the others on the engine, and stores those in one transaction before it
 returns, so a run killed after a batch keeps that batch's reads and a rerun
-reads only what is not stored yet. Joint reads are not stored.
-
-A write that fails for room or permission (disk full, a file-size limit, the
-file made read-only) does not fail the call: it warns once per store and
-process (``ReadStoreWarning``), and the reads go on from the engine with the
-same numbers. A damaged or foreign file raises ``ReadStoreError``. The
-store's calls run on the library loop between a chunk's engine reads: a
-lookup and a write of 512 reads take a few milliseconds.
-
-Also the two steps every read of distinct prompts shares with the in-memory
-``ReadCache``: ``read_distinct`` (engine reads of distinct prompts, a failure
-naming the caller's items) and ``stack_scores``."""
+reads only what is not stored yet. Joint reads are not stored."""
 
 from __future__ import annotations
 

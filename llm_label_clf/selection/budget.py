@@ -1,16 +1,6 @@
 """The read budget of ``LLMLabelClassifierCV``: which readers to leave out so
 that ``fit`` reads the training texts at most ``max_passes`` times as often
-as one zero-shot read with the estimator's own prompt would.
-
-A reader's cost is known from its plan before anything is read: one read per
-distinct label prefix per text (``reads_per_text``), for the training texts
-and the content-free inputs alike. Labels that take several tokens under one
-prompt but not another make the difference: under the chat template the reply
-starts without a space, where "sadness" is three tokens and " sadness" one, so
-that prompt's readers read a text five times where the default prompt reads it
-once. Left out first: the most reads per text, a few-shot reader before a
-zero-shot one of the same cost (its prompt is longer), the later before the
-earlier; never the first reader, the estimator's own way of reading. Plain
+as one zero-shot read with the estimator's own prompt would. Plain
 arithmetic on counts; nothing here reads."""
 
 from __future__ import annotations
@@ -19,9 +9,12 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+from ..exceptions import warn_user
+from ..fitting.calibration import CONTENT_FREE_INPUTS
+from ..reading.driver import reads_per_text
 from .candidates import Candidate
 
-__all__ = ["check_max_passes", "passes", "readers_within", "without_readers", "zero_shot_passes"]
+__all__ = ["check_max_passes", "passes", "readers_within", "within_budget", "without_readers", "zero_shot_passes"]
 
 
 def check_max_passes(max_passes: Any, owner: str) -> None:
@@ -80,3 +73,25 @@ def without_readers(
         for c in found
         if c.reader is None or c.reader in index
     ]
+
+
+def within_budget(
+    readers: list[dict[str, Any]], found: list[Candidate], fitted: list[Any], n_texts: int, max_passes: float | None
+) -> tuple[list[dict[str, Any]], list[Candidate], list[Any], list[dict[str, Any]]]:
+    """The readers, candidates and fitted readers (their ``plans_`` give the
+    costs) kept within ``max_passes`` (``readers_within``), and the readers
+    left out, named in one warning."""
+    costs = [reads_per_text(reader.plans_[0]) for reader in fitted]
+    few_shots = [int(params.get("few_shot") or 0) for params in readers]
+    kept = readers_within(costs, few_shots, n_texts, len(CONTENT_FREE_INPUTS), max_passes)
+    skipped = [r for r in range(len(readers)) if r not in kept]
+    if skipped:
+        named = "; ".join(f"{readers[r]} ({costs[r]} reads per text)" for r in skipped)
+        warn_user(
+            f"LLMLabelClassifierCV: reading every candidate prompt would exceed max_passes={max_passes} "
+            f"zero-shot passes over the training texts (the first reads {costs[0]} per text); left out: "
+            f"{named}. Pass max_passes=None to read them all.",
+            UserWarning,
+        )
+    kept_readers, kept_found = without_readers(readers, found, kept)
+    return kept_readers, kept_found, [fitted[r] for r in kept], [readers[r] for r in skipped]

@@ -1,13 +1,5 @@
 """The candidates ``LLMLabelClassifierCV`` chooses among, as parameter sets of
-``LLMLabelClassifier``, grouped by what they read.
-
-A *reader* is a way of reading (prompt, instructions, chat, few-shot count,
-label mode, length norm, labels): it decides the prompts sent to the engine.
-A *candidate* is a reader plus what happens after the read (calibration, its
-prior, the learned calibration's class weights), or the stacked candidate: a
-logistic regression over every reader's label logprobs. Candidates of one
-reader share its reads, and readers that differ only in length norm share
-the engine's reads too (``ReadCache``)."""
+``LLMLabelClassifier``, grouped by what they read."""
 
 from __future__ import annotations
 

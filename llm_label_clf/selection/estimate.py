@@ -1,22 +1,5 @@
 """What ``LLMLabelClassifierCV``'s choice scores on texts that took no part
-in it: ``held_out_score_`` and its standard error.
-
-Nested cross-validation from the reads already made. For each split ``s``
-(fold ``s`` of its repeat), the rule chooses among the candidates from
-*inner* scores computed without ``s``: for every other fold ``j`` of the
-repeat, the candidate fitted on the rows outside both ``s`` and ``j`` and
-scored on ``j`` (``pair_splits``). Neither ``s``'s scores nor a model fitted
-on its rows take part in the choice (the one remaining link: a few-shot
-reader's prompts for the other folds may show texts of ``s`` as examples).
-The chosen candidate, fitted on every row outside ``s``, is then scored on
-``s``; the estimate is the mean over the splits, as ``best_score_`` is.
-
-Its standard error comes from the texts, not from the 5 fold means: a
-bootstrap over the scored texts (each text drawn with its multiplicity into
-every split that tests it, so repeats share the draw), rescoring every
-split's held-out predictions with the scorer. Any scorer works, and a few
-texts with a large loss widen it as they should; 5 fold means cannot see
-such tails. Plain functions; nothing here reads."""
+in it: ``held_out_score_`` and its standard error."""
 
 from __future__ import annotations
 
@@ -25,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from ..exceptions import warn_user
 from .rules import choose, split_sem
 
-__all__ = ["BOOTSTRAP_DRAWS", "bootstrap_sem", "nested_choices", "pair_splits"]
+__all__ = ["BOOTSTRAP_DRAWS", "bootstrap_sem", "held_out_estimate", "nested_choices", "pair_splits"]
 
 #: Bootstrap draws of the texts for ``held_out_score_sem_``: the standard
 #: error of a bootstrap standard error is about 1 / sqrt(2 * draws), 5%.
@@ -112,3 +96,49 @@ def bootstrap_sem(
         if values:
             means.append(float(np.mean(values)))
     return float(np.std(means, ddof=1)) if len(means) >= 2 else float("nan")
+
+
+def held_out_estimate(
+    table: np.ndarray,
+    inner: Sequence[dict[tuple[int, int], dict[str, float] | None]],
+    held_out: Sequence[Sequence[np.ndarray | None]],
+    complexity: np.ndarray,
+    rule: str,
+    n_folds: int,
+    metric: str,
+    score: Callable[[np.ndarray, np.ndarray], float],
+    folds: Sequence[tuple[np.ndarray, np.ndarray]],
+    y_index: np.ndarray,
+    random_state: Any,
+) -> tuple[float, float, np.ndarray]:
+    """``held_out_score_``, its bootstrap standard error and
+    ``held_out_choices_``: ``table`` holds the split scores of ``metric``
+    (one row per candidate), ``inner[c][s, j]`` candidate ``c``'s inner
+    scores (rows past ``inner``, the unscored fallback's, have none). NaN
+    (choices -1), with a warning saying why, when it cannot be estimated."""
+    nan, none = float("nan"), np.full(table.shape[1], -1, dtype=np.int64)
+    if n_folds < 3:  # with 2, an inner split would train on no row at all
+        warn_user(
+            f"LLMLabelClassifierCV: held_out_score_ is NaN: a nested estimate needs at least 3 folds per repeat "
+            f"(this cv gives {n_folds}); pass more labelled texts or a larger cv.",
+            UserWarning,
+        )
+        return nan, nan, none
+    n_splits = table.shape[1]
+    inner_table = np.full((len(inner), n_splits, n_splits), np.nan)
+    for c, pairs in enumerate(inner):
+        for (s, j), scores in pairs.items():
+            if scores is not None:
+                inner_table[c, s, j] = scores.get(metric, scores.get("score"))
+    chosen = nested_choices(table[: len(inner)], inner_table, complexity[: len(inner)], rule, n_folds)
+    if (chosen < 0).any():
+        warn_user(
+            f"LLMLabelClassifierCV: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no "
+            "candidate could be scored both there and on the other folds without it (see the failures warned "
+            "above); pass more labelled texts per class or fewer candidates.",
+            UserWarning,
+        )
+        return nan, nan, none
+    mean = float(np.mean([table[c, s] for s, c in enumerate(chosen)]))
+    picks = [held_out[c][s] for s, c in enumerate(chosen)]
+    return mean, bootstrap_sem(picks, folds, y_index, score, random_state), chosen

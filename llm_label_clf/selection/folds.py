@@ -1,11 +1,7 @@
-"""How ``LLMLabelClassifierCV`` splits and scores its training texts: which
-few-shot counts leave enough texts to score by and which learned few-shot
-candidates can be refitted (one warning names those left out), whether the
-texts are too few for the examples at all (``small_data``), how many
-stratified folds the smallest class allows, the (repeated) folds themselves,
-the scorer (log-loss told every class), and ``cv_results_`` in
-``GridSearchCV``'s layout. Plain functions of the labels and the scores;
-nothing here reads."""
+"""How ``LLMLabelClassifierCV`` splits and scores its training texts: the
+few-shot counts and candidates that can be scored and refitted, the
+``small_data`` fallback, the (repeated) folds, the scorers and
+``cv_results_`` in ``GridSearchCV``'s layout. Nothing here reads."""
 
 from __future__ import annotations
 
@@ -25,7 +21,10 @@ from .candidates import Candidate
 from .rules import split_sem
 
 __all__ = [
+    "choosing_scorer",
+    "fallback_candidate",
     "fold_count",
+    "refit_metric",
     "refittable",
     "results",
     "scorer",
@@ -53,6 +52,29 @@ def scorer(estimator: Any, scoring: Any, classes: np.ndarray) -> Any:
     if isinstance(scoring, dict):
         scoring = {key: (log_loss_scorer if value == "neg_log_loss" else value) for key, value in scoring.items()}
     return check_scoring(estimator, scoring=scoring)
+
+
+def choosing_scorer(estimator: Any, scoring: Any, refit: Any, scorers: Any, classes: np.ndarray) -> Any:
+    """The scorer of the inner splits: ``scorers`` (``scorer_``), or with
+    several metrics the ``refit`` one alone (the inner scores only choose)."""
+    if isinstance(scoring, list | tuple | set) and isinstance(refit, str) and refit in scoring:
+        return scorer(estimator, refit, classes)
+    if isinstance(scoring, dict) and isinstance(refit, str) and refit in scoring:
+        return scorer(estimator, scoring[refit], classes)
+    return scorers
+
+
+def refit_metric(refit: Any, names: list[str]) -> str:
+    """The metric that chooses: "score" for one scorer, else ``refit``, which
+    must name one of ``names`` (ValueError otherwise)."""
+    if names == ["score"]:
+        return "score"
+    if not isinstance(refit, str) or refit not in names:
+        raise ValueError(
+            f"LLMLabelClassifierCV: with several scorers, refit must name the one that chooses "
+            f"(one of {names}); got refit={refit!r}"
+        )
+    return refit
 
 
 def usable_few_shots(few_shots: Any, y: np.ndarray) -> tuple[Any, list[str]]:
@@ -103,6 +125,21 @@ def too_small_for_examples(n_texts: int, n_classes: int, few_shots: Sequence[int
     return n_texts < 2 * max((int(k) for k in few_shots), default=0) * n_classes
 
 
+def fallback_candidate(
+    readers: list[dict[str, Any]], few_shots: Sequence[int], usable: Sequence[int], y: np.ndarray, small_data: str
+) -> Candidate | None:
+    """The candidate ``small_data="fallback"`` takes unscored: the first
+    reader's prompt with the largest of ``few_shots`` and batch calibration
+    (prior from y); None when that count can be scored (it is in ``usable``,
+    the counts ``usable_few_shots`` kept), the texts are not too few for it
+    (``too_small_for_examples``) or ``small_data`` is "search"."""
+    largest = max(int(k) for k in few_shots)
+    small = too_small_for_examples(len(y), len(np.unique(y)), few_shots)
+    if small_data != "fallback" or largest in usable or not small:
+        return None
+    return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
+
+
 def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str]]:
     """The candidates of ``found`` whose refit on every text can be fitted,
     in order, and those left out ("few_shot=4 (class 'c' has 5 texts)") for
@@ -110,10 +147,7 @@ def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str
     fits its regression, as ``LLMLabelClassifier`` does, on the texts
     outside its examples, at least 2 of every class (``few_shot`` takes at
     most a class's count): with a class of fewer than ``few_shot`` + 2 texts
-    it is left out. (The search could score it: every text is read there;
-    the refit, the estimator a user gets, could not be fitted: the 32-text
-    protocol draws failed so in 3 of 30 fits.) Raises ValueError, naming
-    the class, when none is left."""
+    it is left out. Raises ValueError, naming the class, when none is left."""
     labels, counts = np.unique(y, return_counts=True)
     kept, left_out = [], {}
     for c in found:
@@ -177,10 +211,7 @@ def fold_count(cv: Any, y_index: np.ndarray) -> Any:
     count (at least 2): every text is scored and log-loss is told every
     class, so a fold need not test every class, and a class with fewer texts
     than folds is tested in as many folds as it has texts; only when every
-    class has fewer texts than folds can stratified folds not be made.
-    Lowering the folds to the smallest class's count (as an earlier version
-    did) left 3 folds on 64 emotion texts, and the nested estimate's inner
-    splits then trained on a third of the texts (``estimate``)."""
+    class has fewer texts than folds can stratified folds not be made."""
     if not isinstance(cv, numbers.Integral) or isinstance(cv, bool):
         return cv
     counts = np.bincount(y_index)

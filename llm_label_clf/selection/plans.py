@@ -1,18 +1,6 @@
 """The reading plans of ``LLMLabelClassifierCV``'s readers, made before
 anything is read: each reader fitted as ``LLMLabelClassifier`` without
-calibration (its prompt, label tokens and few-shot block; no read).
-
-A reader whose few-shot block leaves too little of the model's context for
-the text (``FewShotTooLongError``: long texts as examples; on 64 newsgroup
-posts, 4 examples of each of 20 classes took 14,236 tokens of the built-in
-model's 8,192) is left out, with one warning naming each such reader, its
-block's tokens and the model's context: one candidate that cannot be fitted
-does not end the search (as one that cannot be fitted on a fold scores NaN
-there). Only when no reader fits does fit raise, with the estimator's own
-error. Left out, not given
-fewer examples per class: a count the user did not list would be searched
-under the name of one they did, and the rule (the token count) is checked in
-one place, ``reading.build``; pass smaller ``few_shots`` to try them."""
+calibration (its prompt, label tokens and few-shot block; no read)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """How ``LLMLabelClassifierCV`` reads its training texts: every text once
 per reader, under the prompt the refit will use, or, for a text that prompt
-shows as a few-shot example, under that prompt with the text swapped out.
-
-A few-shot reader draws its examples from every training text, as the refit
-draws them; the old way left those rows out of every score, which on
-imbalanced data took most of the rare classes out of it. Drawing the
-examples again per fold (as ``GridSearchCV`` would fit on a fold's training
-part) scores every text too, but scores other prompts than the one the
-refit keeps: few-shot prompts of a small model differ a lot by their
-examples, and on the design sets (SST-2 at 64 texts, 10 draws) that cost
-3.2 accuracy points against the fixed prompt (0.674 against 0.706), with
-two draws near chance (``bench/experiments/honest-estimate-2026-12-04``).
-Here each example text is read under the refit's prompt with itself
-replaced by another text of its class that the prompt does not show (drawn
-with the estimator's ``random_state``; dropped where its class has none
-left, or where the text swapped in would not fit the model's context):
-every text is scored, with the class mix of ``y``, under a prompt that
-does not show it and differs from the refit's by at most one example.
-The cost is that of one prompt: each text is read once, plus the three
-content-free inputs under the refit's prompt (which stand for the example
-texts' prompts too). Nothing here scores."""
+shows as a few-shot example, under that prompt with the text swapped out."""
 
 from __future__ import annotations
 

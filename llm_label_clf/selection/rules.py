@@ -1,16 +1,6 @@
-"""How ``LLMLabelClassifierCV`` chooses one candidate from its fold scores.
-
-With 16-128 labelled texts the folds are small and the ~30 candidates'
-mean scores differ mostly by noise: the highest mean ("best") tends to be a
-complex candidate (few-shot, stacked) that was lucky on these folds.
-"guarded" keeps the highest mean only where it beats the simple reading
-(zero-shot, the default calibration: what the estimator does without the
-search) by more than the error of that difference. The
-"one_se" rule (the one-standard-error rule of Breiman et al. and of
-``glmnet``'s ``lambda.1se``) takes the simplest candidate whose mean is
-within one standard error of the highest. What a rule's choice scores on
-texts that took no part in it is ``estimate``'s. Plain functions of score
-tables; nothing here reads or fits."""
+"""How ``LLMLabelClassifierCV`` chooses one candidate from its fold scores
+("best", "guarded", "one_se"). Plain functions of score tables; nothing
+here reads or fits."""
 
 from __future__ import annotations
 

@@ -8,13 +8,14 @@ probabilities, so any ``scoring`` a ``GridSearchCV`` takes works here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
+from ..exceptions import warn_user
 from ..fitting.calibration import (
     LearnedCalibrator,
     class_prior,
@@ -26,7 +27,15 @@ from ..fitting.calibration import (
 from ..reading.plan import ClassReads
 from .candidates import Candidate
 
-__all__ = ["FoldProbabilities", "ReaderReads", "StackingHead", "fold_log_proba", "fold_model", "score_fold"]
+__all__ = [
+    "FoldProbabilities",
+    "ReaderReads",
+    "StackingHead",
+    "fold_log_proba",
+    "fold_model",
+    "score_candidates",
+    "score_fold",
+]
 
 
 @dataclass(frozen=True)
@@ -154,3 +163,81 @@ def score_fold(
     if isinstance(result, dict):
         return {name: float(value) for name, value in result.items()}
     return {"score": float(result)}
+
+
+def _fold_scorer(
+    candidate: Candidate, reads: Sequence[ReaderReads], y_index: np.ndarray, classes: np.ndarray, random_state: Any
+) -> Callable[[np.ndarray, np.ndarray, Any], tuple[np.ndarray, dict[str, float]]]:
+    """``(train, test, scorer) -> (log_proba, scores)`` for ``candidate``,
+    fitting once per distinct ``train`` (inner splits (s, j) and (j, s) train
+    on the same rows); raises the fit's ValueError each time it is asked."""
+    models: dict[bytes, Any] = {}
+
+    def scored(train: np.ndarray, test: np.ndarray, scorer: Any) -> tuple[np.ndarray, dict[str, float]]:
+        key = train.tobytes()
+        if key not in models:
+            try:
+                models[key] = fold_model(candidate, reads, y_index, classes, train, clone(random_state, safe=False))
+            except ValueError as exc:
+                models[key] = exc
+        if isinstance(models[key], ValueError):
+            raise models[key]
+        log_proba = models[key](test)
+        return log_proba, score_fold(scorer, log_proba, classes, classes[y_index[test]])
+
+    return scored
+
+
+def score_candidates(
+    found: Iterable[Candidate],
+    reads: Sequence[ReaderReads],
+    y_index: np.ndarray,
+    classes: np.ndarray,
+    folds: Sequence[tuple[np.ndarray, np.ndarray]],
+    pairs: Sequence[tuple[int, int, np.ndarray, np.ndarray]],
+    scorers: tuple[Any, Any],
+    random_state: Any,
+) -> tuple[list[list[dict[str, float] | None]], list[dict[tuple[int, int], dict[str, float] | None]],
+           list[list[np.ndarray | None]], list[str]]:
+    """Every candidate's scores on every split (by ``scorers[0]``), on every
+    inner split ``(s, j)`` of ``pairs`` (by ``scorers[1]``, the metric that
+    chooses), its held-out log-probabilities per split, and what could not be
+    fitted. A candidate that cannot be fitted on a fold scores None there
+    (``GridSearchCV``'s ``error_score=nan``), warned once; ValueError when no
+    candidate could be scored on any fold. Each fold fits from a clone of
+    ``random_state``, as the refit draws."""
+    per_split: list[list[dict[str, float] | None]] = []
+    inner: list[dict[tuple[int, int], dict[str, float] | None]] = []
+    held_out: list[list[np.ndarray | None]] = []
+    failures: list[str] = []
+    for c in found:
+        scored = _fold_scorer(c, reads, y_index, classes, random_state)
+        scores: list[dict[str, float] | None] = []
+        held_out.append([])
+        for k, (train, test) in enumerate(folds):
+            try:
+                log_proba, score = scored(train, test, scorers[0])
+            except ValueError as exc:
+                if not any(s is None for s in scores):
+                    failures.append(f"candidate {c.params} on fold {k}: {exc}")
+                scores.append(None)
+                held_out[-1].append(None)
+                continue
+            held_out[-1].append(log_proba)
+            scores.append(score)
+        per_split.append(scores)
+        inner.append({})
+        for s, j, train, test in pairs:
+            try:  # as on an outer fold: None there, and this candidate is not chosen for s
+                inner[-1][s, j] = scored(train, test, scorers[1])[1]
+            except ValueError:
+                inner[-1][s, j] = None
+    if all(s is None for scores in per_split for s in scores):
+        raise ValueError("LLMLabelClassifierCV: no candidate could be scored on any fold; " + "; ".join(failures))
+    if failures:
+        warn_user(
+            f"LLMLabelClassifierCV: {len(failures)} candidate(s) could not be fitted on some folds; their score "
+            f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
+            UserWarning,
+        )
+    return per_split, inner, held_out, failures

@@ -2,27 +2,16 @@
 count and the calibration, as ``LogisticRegressionCV`` lets them choose ``C``.
 
 ``fit`` reads every training text once per distinct way of reading (a
-*reader*: prompt, few-shot count, label mode, labels), then scores every
-candidate on stratified folds from those reads alone (calibrations, length
-norms, class weights, the stacked model are arithmetic on the reads),
-chooses one by a rule (``rules``), estimates what that choice scores on
-texts it did not see (``estimate``, nested), fits a temperature on its
-held-out log-probabilities (``temperature``) and refits it, again from the
-same reads (``ReadCache``). A few-shot reader reads each text under the
-refit's prompt, and each of that prompt's examples under it with the example
-swapped for another text of its class (``reads``), so every labelled text is
-scored by every candidate. A candidate that too few texts of a class
-leave unscorable (a few-shot count, a learned calibration's refit) is left
-out, with one warning; the rest are scored and chosen among. On texts too
-few for the examples at all, the choice is a fixed fallback (``small_data``)."""
+*reader*: ``reads``), scores every candidate on folds from those reads
+alone (``scores``, ``folds``), chooses by a rule (``rules``), estimates the
+choice held out (``estimate``), fits a temperature (``temperature``) and
+refits, again from the same reads (``ReadCache``)."""
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import time
-import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +21,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..classifier import LLMLabelClassifier
-from ..exceptions import LabelWordsWarning, warn_user
-from ..fitting.calibration import CALIBRATIONS, CONTENT_FREE_INPUTS, learned_seed
+from ..exceptions import each_warning_once
+from ..fitting.calibration import CALIBRATIONS, learned_seed
 from ..fitting.inputs import as_records
 from ..fitting.params import check_params
 from ..fitting.shaping import method_result
@@ -41,15 +30,25 @@ from ..fitting.sklearn_api import drop_fitted, text_classifier_tags
 from ..fitting.targets import as_target
 from ..reading.cache import ReadCache, active_cache
 from ..reading.driver import reads_per_text
-from .budget import check_max_passes, readers_within, without_readers, zero_shot_passes
+from .budget import check_max_passes, within_budget, zero_shot_passes
 from .candidates import Candidate, candidates
-from .estimate import bootstrap_sem, nested_choices, pair_splits
-from .folds import refittable, results, scorer, split_rows, too_small_for_examples, usable_few_shots, warn_left_out
+from .estimate import held_out_estimate, pair_splits
+from .folds import (
+    choosing_scorer,
+    fallback_candidate,
+    refit_metric,
+    refittable,
+    results,
+    scorer,
+    split_rows,
+    usable_few_shots,
+    warn_left_out,
+)
 from .plans import fitted_plans
 from .reads import read_reader
 from .rules import check_rule, choose, complexity_of
-from .scores import ReaderReads, StackingHead, fold_model, score_fold
-from .temperature import fit_temperature, shrunk, tempered
+from .scores import ReaderReads, StackingHead, score_candidates, score_fold
+from .temperature import held_out_temperature, tempered
 
 __all__ = ["SMALL_DATA", "LLMLabelClassifierCV"]
 
@@ -64,18 +63,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     As ``LogisticRegressionCV`` chooses ``C``: every candidate (prompt x
     few-shot count x calibration x ..., and a stacked logistic regression) is
     scored on stratified folds of the labelled texts, one is chosen by
-    ``rule`` (the highest mean; or the simplest within one standard error of
-    it), its confidence optionally corrected by one temperature fitted on its
-    held-out predictions, and it is refitted on all of them.
-
-    Each candidate list below is searched as a grid (as ``GridSearchCV``'s
-    ``param_grid``); parameters not searched come from ``estimator``. Cheap by
-    construction: each distinct prompt is read once per training text (once
-    per distinct label prefix when labels take several tokens; plus three
-    content-free inputs), and every calibration, length norm, class weight and
-    fold is computed from those reads; few-shot prompts share their prefix
-    through vLLM's prefix cache. ``max_passes`` bounds the reads, and
-    ``fit_cost_`` reports what fit read.
+    ``rule``, and it is refitted on all of them. Each distinct prompt reads
+    each training text once; calibrations, length norms, class weights and
+    folds are arithmetic on those reads (docs: Learning from labels).
 
     Parameters
     ----------
@@ -84,28 +74,14 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         default ``LLMLabelClassifier()``.
     prompts : list or None, default=None
         Prompt candidates: a template string, None (the default template), or
-        a dict with ``prompt``, ``instructions`` and ``chat``. None tries the
-        default template (it names the labels in an instruction line), the
-        text with a bare answer cue (``"Text: {text}\\nLabel:"``) and the
-        default template as a chat turn.
+        a dict with ``prompt``, ``instructions`` and ``chat``. None tries
+        ``candidates.DEFAULT_PROMPTS``: the default template, the text with a
+        bare answer cue and the default template as a chat turn.
     few_shots : list of int, default=(0, 4)
-        Few-shot counts (examples per class). The examples are drawn from the
-        training texts as ``few_shot`` (and the refit) draws them; every text
-        is scored, each under that prompt, or, for an example text, under that
-        prompt with itself swapped for another text of its class (``reads``):
-        none under a prompt that shows it.
-        A count that would leave fewer than 4 texts, or fewer than 2 classes
-        with 2 texts, outside its examples is lowered to the largest count
-        that leaves enough (or left out when none does).
-        A count with ``calibration="learned"`` is left out where a class has
-        fewer than the count + 2 texts: the refit fits that regression on 2
-        texts of every class outside the examples at least. One warning
-        names what was left out and the class counts; the other candidates
-        are scored and chosen among (59 texts of one class and 5 of another
-        score every zero-shot candidate and few_shot=3), unless the texts
-        are too few for the examples at all (``small_data``). A prompt whose
-        examples leave too little of the model's context for the text is
-        left out, with a warning of its own (``plans``).
+        Few-shot counts (examples per class), drawn as the refit draws them;
+        no text is scored under a prompt that shows it. A count that leaves
+        too few texts outside its examples to score by is lowered or left
+        out, with one warning (``small_data``).
     calibrations : list, default=("auto", None, "contextual", "batch", "learned")
         The calibrations to try (``LLMLabelClassifier``'s ``calibration``).
     calibration_priors : list, default=("y",)
@@ -113,136 +89,82 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
     class_weights : list, default=(None, "balanced")
         For "learned" and the stacked candidate.
     label_modes, length_norms, label_sets : list or None, default=None
-        Label modes, length norms and ``labels`` values (mappings with
-        aliases, say) to try; None keeps the estimator's own.
+        Label modes, length norms and ``labels`` values to try; None keeps
+        the estimator's own.
     stack : bool, default=True
-        Also try a logistic regression over every prompt's label logprobs
-        (``transform`` features side by side); if it wins, ``best_estimator_``
-        is a pipeline of a ``FeatureUnion`` of the readers and that model,
-        fitted on the reads the scoring made (each text read under prompts
-        that do not show it), as ``StackingClassifier`` fits its final
-        estimator on out-of-fold predictions.
+        Also try a logistic regression over every prompt's label logprobs;
+        if it wins, ``best_estimator_`` is a pipeline of a ``FeatureUnion``
+        of the readers and that model, fitted on out-of-fold reads as
+        ``StackingClassifier`` fits its final estimator.
     scoring : str, callable, list, dict or None, default="neg_log_loss"
-        As ``GridSearchCV``'s. Several metrics: ``refit`` names the one that
-        chooses; ``cv_results_`` holds them all. "neg_log_loss" is told every
-        class, so a fold whose held-out part lacks a rare class is still
-        scored (``GridSearchCV`` fails such a fold).
+        As ``GridSearchCV``'s; with several metrics ``refit`` names the one
+        that chooses. "neg_log_loss" is told every class, so a fold lacking a
+        rare class is still scored.
     cv : int, cross-validation generator or iterable, default=5
-        Folds of the training texts (stratified for an int: unshuffled
-        ``StratifiedKFold``, as ``GridSearchCV``'s). A class with fewer texts
-        than folds is tested in as many folds as it has texts (log-loss is
-        told every class); an int larger than the number of texts is lowered
-        to it, with a warning. The nested ``held_out_score_`` needs 3.
+        Folds of the training texts (an int: unshuffled ``StratifiedKFold``);
+        an int larger than the largest class is lowered, with a warning. The
+        nested ``held_out_score_`` needs 3.
     refit : bool or str, default=True
         Refit the chosen candidate on all training texts (from the same
-        reads; the ``small_data`` fallback reads its own prompt). With
-        several scorers, the name of the one that chooses.
+        reads). With several scorers, the name of the one that chooses.
     rule : {"guarded", "best", "one_se"}, default="guarded"
         How the candidate is chosen from the ``refit`` metric. "best": the
-        highest mean score. "guarded": the highest mean, where it beats the
-        simple reading (the first prompt, zero-shot, the first calibration:
-        "auto" by default)
-        by more than the standard error of their paired split differences;
-        else that simple reading, so that a complex pick which won by luck
-        does not fall below it. "one_se": among the candidates whose mean is at
-        least the highest mean minus that candidate's ``sem_test_<metric>``,
-        the simplest ``complexity`` level (zero-shot with "auto" or no
-        calibration, zero-shot otherwise calibrated, few-shot, stacked), then the highest mean within it. A
-        candidate with a NaN mean is never chosen. On the design sets
-        (``bench/selection.py``; SST-2 and TREC, 10 draws each) "one_se" lost
-        0.3 accuracy points to "best" at 64 texts and 0.6 at 128.
+        highest mean. "guarded": the highest mean where it beats the simple
+        reading (first prompt, zero-shot, first calibration) by more than the
+        standard error of their paired split differences, else that simple
+        reading. "one_se": the simplest ``complexity`` level within one
+        ``sem_test_<metric>`` of the highest mean. NaN means are never chosen.
     n_repeats : int, default=1
-        For an int ``cv``: more than 1 scores every candidate on
-        ``RepeatedStratifiedKFold(cv, n_repeats)`` folds (each repeat
-        shuffled, seeded from the estimator's ``random_state``; split ``k`` of
-        repeat ``r`` is ``split<r * n_folds_ + k>``), which steadies the means
-        at no engine read (the folds are arithmetic on the reads). Must be 1
-        when ``cv`` is a splitter or an iterable.
+        For an int ``cv``: score on ``RepeatedStratifiedKFold(cv, n_repeats)``
+        folds seeded from the estimator's ``random_state`` (split ``k`` of
+        repeat ``r`` is ``split<r * n_folds_ + k>``), at no engine read. Must
+        be 1 when ``cv`` is a splitter or an iterable.
     recalibrate : {"temperature", None}, default=None
         "temperature": fit one temperature ``T`` on the chosen candidate's
-        held-out log-probabilities of every split (log-loss of
-        softmax(log p / T), log T in [-3, 3]), shrink its log toward 0 by
-        the m texts scored (log T * m / (m + 64)) and apply it to
-        ``best_estimator_``'s probabilities; predictions (the argmax) are
-        unchanged. The shrinking (2026-12-04) took the wide-test ECE change
-        of the unshrunk ``T`` at 64 and 128 texts from +0.002 to -0.011 on
-        the design sets and from +0.019 to -0.006 on the report sets; the
-        figures below are the unshrunk ``T``'s. None: ``temperature_`` is 1 and the probabilities are
-        ``best_estimator_``'s. Not the default: on the design sets at 64
-        texts (10 draws each, commit 3989356) it raised the test ECE from 0.067 to 0.088 on
-        SST-2 and lowered it from 0.096 to 0.090 on TREC, and raised the
-        log-loss on both. Applying it only where a nested check (``T`` fitted
-        without the split that scores it) found it helps was worse than
-        never on SST-2 (ECE 0.078) and within noise of it on TREC (0.093).
-        Rerun on another CPU and scored on 1000 more texts (ECE floor
-        ~0.03), it still raised ECE at 64 texts (SST-2 0.070 to 0.083,
-        TREC 0.071 to 0.079) and lowered it at 128 (0.056 to 0.052, 0.080
-        to 0.069).
+        held-out log-probabilities (log T in [-3, 3]), shrink its log by the
+        m texts scored (log T * m / (m + 64)) and apply it to
+        ``best_estimator_``'s probabilities; predictions are unchanged. Not
+        the default: it raised the test ECE at 64 texts and fewer (docs:
+        Learning from labels). None: ``temperature_`` is 1.
     small_data : {"fallback", "search"}, default="fallback"
         What fit chooses when the largest of ``few_shots`` had to be lowered
-        (or left out) and the texts are too few for it overall: fewer than
-        2 x that count x the classes (``folds.too_small_for_examples``: the
-        examples would take more than half of them). "fallback": the first
-        prompt with that count and batch calibration (prior from y), fitted
-        on every text unscored: its row, last in ``cv_results_``, has NaN
-        scores, as have ``best_score_`` and ``held_out_score_``, and
-        ``temperature_`` is 1. "search", and any data not that small (64
-        texts of 59 and 5, say, which the fallback had left unscored until
-        issue 54): the choice among the scored candidates. Measured at 16
-        texts with few_shot=4 (``bench/selection.py``, 10 draws each, paired
-        with the search's choice), the fallback scored above the search on
-        TREC (+17.1 ± 2.7 accuracy points), AG News (+3.8 ± 1.9) and SST-2's
-        one draw where it fired (+11; 16 texts in 2 classes are no longer
-        too few), below it on emotion (-6.1 ± 3.5). Its own reads come on
-        top of ``max_passes``' budget (0.1-0.2 zero-shot passes at 16 texts).
+        and the texts are fewer than 2 x that count x the classes.
+        "fallback": the first prompt with that count and batch calibration,
+        fitted on every text unscored (its ``cv_results_`` row, last, and
+        ``best_score_``, ``held_out_score_`` are NaN; ``temperature_`` is 1).
+        "search": the choice among the scored candidates.
     max_passes : float or None, default=10.0
-        The most zero-shot passes over the training texts fit may read (reads
-        per text of every reader, content-free inputs included, over those of
-        the first reader, the estimator's own prompt). Readers beyond it are
-        left out before anything is read, the costliest first (few-shot
-        before zero-shot at the same cost), with a warning naming them; the
-        first reader never is. Labels that are one token under one prompt
-        and several under another make the difference: under the chat
-        template the reply starts without a space, where "sadness" takes 3
-        tokens and " sadness" 1. None reads every reader.
+        The most zero-shot passes over the training texts fit may read
+        (reads of every reader, content-free inputs included, over those of
+        the first reader). Readers beyond it are left out before anything is
+        read, the costliest first, with a warning; never the first. None
+        reads every reader.
 
     Attributes
     ----------
     cv_results_ : dict of numpy arrays
-        ``params``, ``param_<name>``, ``split<k>_test_<score>``,
-        ``mean_test_<score>``, ``std_test_<score>``, ``rank_test_<score>``
-        (``<score>`` is "score" for one scorer); ``pandas.DataFrame(cv_results_)``
-        reads it as ``GridSearchCV``'s. Also ``sem_test_<score>``, the
-        standard error of the mean: ``std_test_<score>`` over
-        sqrt(``n_folds_``), the folds of one repeat (repeats reuse the same
-        texts, so they do not shrink it); and ``complexity``, each
-        candidate's level for ``rule`` (0 zero-shot with "auto" or no
+        ``GridSearchCV``'s layout (``params``, ``param_<name>``,
+        ``split<k>_test_<score>``, ``mean_``, ``std_``, ``rank_test_<score>``;
+        ``<score>`` is "score" for one scorer), plus ``sem_test_<score>``
+        (``std_test_<score>`` over sqrt(``n_folds_``)) and ``complexity``,
+        each candidate's level for ``rule`` (0 zero-shot with "auto" or no
         calibration, 1 zero-shot otherwise calibrated, 2 few-shot, 3 stacked).
     best_index_ : int
-        The chosen candidate's row in ``cv_results_`` (by ``rule``: with
-        "one_se" not always the one ranked first).
+        The chosen candidate's row in ``cv_results_``.
     best_params_ : dict
         The chosen candidate's parameters (estimator parameters, or
         ``{"stack": True, "class_weight": ...}`` for the stacked candidate).
     best_score_ : float
-        The chosen candidate's mean cross-validated score (negated log-loss
-        by default), on the very splits that chose it: optimistic, the more
-        so the more candidates and the fewer texts.
-        NaN for the unscored fallback (``small_data``).
+        The chosen candidate's mean score on the splits that chose it
+        (optimistic); NaN for the unscored fallback.
     held_out_score_ : float
-        The expected score of choosing by ``rule`` on new texts, estimated by
-        nested cross-validation from the same reads (``estimate``): for each
-        split, the rule chooses from scores on the other folds of candidates
-        fitted without that split's rows, and its choice, fitted on every
-        other row, is scored on the split; the mean over the splits. Compare
-        it with ``best_score_`` to see how much the choice flattered itself.
-        NaN, with a warning saying why, with fewer than 3 folds, where no
-        candidate could be scored on a split, or for the unscored fallback.
+        The expected score of choosing by ``rule`` on new texts, by nested
+        cross-validation from the same reads: compare it with
+        ``best_score_``. NaN, with a warning, with fewer than 3 folds, where
+        no candidate could be scored on a split, or for the fallback.
     held_out_score_sem_ : float
-        Its standard error, from the texts: the standard deviation of the
-        estimate over ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws of the
-        scored texts (every split rescored), not over 5 fold means, which
-        cannot see a few texts with a large loss.
+        Its standard error, from ``estimate.BOOTSTRAP_DRAWS`` bootstrap draws
+        of the scored texts.
     held_out_choices_ : ndarray of shape (n_splits_,)
         For each split, the ``cv_results_`` row the nested choice took
         without it (-1 where none could be scored): ``held_out_score_`` is the
@@ -436,19 +358,19 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
         found, unfittable = refittable(found, y_values)
-        fallback = self._fallback(readers, few_shots, y_values)  # after the checks: its count is then an int
+        fallback = fallback_candidate(readers, self.few_shots, few_shots, y_values, self.small_data)  # count checked
         if fallback is not None:
             _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
         warn_left_out(y_values, lowered, unfittable, fallback.params["few_shot"] if fallback else 0)  # one warning
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
-        with cache.active(), _each_warning_once():
+        with cache.active(), each_warning_once():
             readers, found, fitted, fallback, too_long = fitted_plans(base, readers, found, fallback, X, y_values, name)
             classes = fitted[0].classes_
             y_index = np.searchsorted(classes, y_values)
             folds = self._folds(base, y_index)
-            readers, found, fitted = self._within_budget(readers, found, fitted, len(records))
-            self.skipped_readers_ = too_long + self.skipped_readers_
+            readers, found, fitted, skipped = within_budget(readers, found, fitted, len(records), self.max_passes)
+            self.skipped_readers_ = too_long + skipped
             reads = [read_reader(r, records, y_index, name) for r in _bar(fitted, base.progress, "reading", "reader")]
             self.readers_ = readers
             unscored = [fallback] if fallback else []
@@ -456,8 +378,9 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
             if fallback:
                 self._choose_fallback(len(found), fallback)
             chosen = [*found, *unscored][self.best_index_]
-            recalibrated = self.recalibrate is not None
-            self.temperature_ = self._temperature(held_out[self.best_index_], y_index, folds) if recalibrated else 1.0
+            self.temperature_ = 1.0
+            if self.recalibrate is not None:
+                self.temperature_ = held_out_temperature(held_out[self.best_index_], y_index, folds)
             if self.refit:
                 refit_began = time.perf_counter()
                 self.best_estimator_ = self._refit(base, readers, chosen, X, y_values, reads)
@@ -472,18 +395,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         return self
 
-    def _fallback(self, readers: list[dict[str, Any]], few_shots: list[int], y: np.ndarray) -> Candidate | None:
-        """The candidate ``small_data="fallback"`` takes unscored: the first
-        reader's prompt with the largest of ``few_shots`` and batch
-        calibration (prior from y); None when that count can be scored
-        (``usable_few_shots`` kept it), the texts are not too few for it
-        (``too_small_for_examples``) or ``small_data`` is "search"."""
-        largest = max(int(k) for k in self.few_shots)
-        small = too_small_for_examples(len(y), len(np.unique(y)), self.few_shots)
-        if self.small_data != "fallback" or largest in few_shots or not small:
-            return None
-        return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
-
     def _choose_fallback(self, index: int, fallback: Candidate) -> None:
         """Makes the fallback, row ``index`` of ``cv_results_``, the choice:
         it was never scored, so its scores and the estimate are NaN."""
@@ -491,27 +402,6 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         self.best_params_ = dict(fallback.params)
         self.best_score_ = self.held_out_score_ = self.held_out_score_sem_ = float("nan")
         self.held_out_choices_ = np.full(self.n_splits_, -1, dtype=np.int64)
-
-    def _within_budget(
-        self, readers: list[dict[str, Any]], found: list[Candidate], fitted: list[LLMLabelClassifier], n_texts: int
-    ) -> tuple[list[dict[str, Any]], list[Candidate], list[LLMLabelClassifier]]:
-        """The readers, candidates and plans kept within ``max_passes``
-        (``budget``); sets ``skipped_readers_`` and warns naming the left out."""
-        costs = [reads_per_text(reader.plans_[0]) for reader in fitted]
-        few_shots = [int(params.get("few_shot") or 0) for params in readers]
-        kept = readers_within(costs, few_shots, n_texts, len(CONTENT_FREE_INPUTS), self.max_passes)
-        skipped = [r for r in range(len(readers)) if r not in kept]
-        self.skipped_readers_ = [readers[r] for r in skipped]
-        if skipped:
-            named = "; ".join(f"{readers[r]} ({costs[r]} reads per text)" for r in skipped)
-            warn_user(
-                f"{type(self).__name__}: reading every candidate prompt would exceed max_passes={self.max_passes} "
-                f"zero-shot passes over the training texts (the first reads {costs[0]} per text); left out: "
-                f"{named}. Pass max_passes=None to read them all.",
-                UserWarning,
-            )
-        readers, found = without_readers(readers, found, kept)
-        return readers, found, [fitted[r] for r in kept]
 
     def _folds(self, base: LLMLabelClassifier, y_index: np.ndarray) -> list[Any]:
         """The (train, test) rows of every split of the training texts
@@ -536,167 +426,45 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         folds: list[Any],
         unscored: list[Candidate],
     ) -> list[list[np.ndarray | None]]:
-        """Scores every candidate on every split and on every inner split
-        (``estimate.pair_splits``), sets ``cv_results_`` (the ``unscored``
-        candidates last, with NaN scores), chooses by ``rule`` (the
-        ``best_*`` attributes) and estimates the choice on held-out splits
-        (``held_out_score_``). Returns each candidate's held-out
-        log-probabilities per split (None where it could not be fitted or
-        was not scored): the chosen one's calibrate the refit."""
-        name = type(self).__name__
+        """Scores every candidate on every split and inner split
+        (``scores.score_candidates``), sets ``cv_results_`` (the ``unscored``
+        candidates last, with NaN scores), chooses by ``rule`` (the ``best_*``
+        attributes) and estimates the choice held out (``held_out_score_``).
+        Returns each candidate's held-out log-probabilities per split (None
+        where it was not scored): the chosen one's calibrate the refit."""
         pairs = pair_splits(folds, self.n_folds_) if self.n_folds_ >= 2 else []
-        per_split: list[list[dict[str, float] | None]] = []
-        inner: list[dict[tuple[int, int], dict[str, float] | None]] = []
-        held_out: list[list[np.ndarray | None]] = []
-        failures: list[str] = []
-        choosing = self._choosing_scorer(base, classes)
-
-        def scored(c: Candidate, train: np.ndarray, test: np.ndarray, scorer: Any) -> tuple[np.ndarray, Any]:
-            key = train.tobytes()  # inner splits (s, j) and (j, s) train on the same rows: one fit serves both
-            if key not in models:
-                state = clone(base.random_state, safe=False)  # each fold draws as the refit would
-                try:
-                    models[key] = fold_model(c, reads, y_index, classes, train, state)
-                except ValueError as exc:
-                    models[key] = exc
-            model = models[key]
-            if isinstance(model, ValueError):
-                raise model
-            log_proba = model(test)
-            return log_proba, score_fold(scorer, log_proba, classes, classes[y_index[test]])
-
-        for c in _bar(found, base.progress, "scoring", "candidate"):
-            models: dict[bytes, Any] = {}
-            scores: list[dict[str, float] | None] = []
-            held_out.append([])
-            for k, (train, test) in enumerate(folds):
-                try:
-                    log_proba, score = scored(c, train, test, self.scorer_)
-                except ValueError as exc:  # GridSearchCV's error_score=nan: this candidate cannot fit this fold
-                    if not any(s is None for s in scores):
-                        failures.append(f"candidate {c.params} on fold {k}: {exc}")
-                    scores.append(None)
-                    held_out[-1].append(None)
-                    continue
-                held_out[-1].append(log_proba)
-                scores.append(score)
-            per_split.append(scores)
-            inner.append({})
-            for s, j, train, test in pairs:
-                try:  # only the metric that chooses: a stand-in scorer of that one, where there are several
-                    inner[-1][s, j] = scored(c, train, test, choosing)[1]
-                except ValueError:  # as on an outer fold: NaN there, and this candidate is not chosen for s
-                    inner[-1][s, j] = None
-        names = next((list(s) for scores in per_split for s in scores if s is not None), None)
-        if names is None:
-            raise ValueError(f"{name}: no candidate could be scored on any fold; " + "; ".join(failures))
-        if failures:
-            warn_user(
-                f"{name}: {len(failures)} candidate(s) could not be fitted on some folds; their score "
-                f"there is NaN and they rank last (as GridSearchCV's error_score=nan). First: {failures[0]}",
-                UserWarning,
-            )
+        choosing = choosing_scorer(base, self.scoring, self.refit, self.scorer_, classes)
+        bar = _bar(found, base.progress, "scoring", "candidate")
+        per_split, inner, held_out, failures = score_candidates(
+            bar, reads, y_index, classes, folds, pairs, (self.scorer_, choosing), base.random_state
+        )
+        names = next(list(s) for scores in per_split for s in scores if s is not None)
         per_split += [[None] * len(folds) for _ in unscored]
         held_out += [[None] * len(folds) for _ in unscored]
         filled = [[s if s is not None else dict.fromkeys(names, np.nan) for s in scores] for scores in per_split]
         rows = [*found, *unscored]
         self.cv_results_ = results(rows, filled, self.n_folds_, [complexity_of(c) for c in rows])
-        metric = self._refit_metric(names)
+        metric = refit_metric(self.refit, names)
         means, sems = self.cv_results_[f"mean_test_{metric}"], self.cv_results_[f"sem_test_{metric}"]
         complexity = self.cv_results_["complexity"]
         table = np.column_stack([self.cv_results_[f"split{k}_test_{metric}"] for k in range(self.n_splits_)])
         try:
             self.best_index_ = choose(means, sems, complexity, self.rule, table, self.n_folds_)
         except ValueError:
-            raise ValueError(f"{name}: no candidate could be scored on every fold; " + "; ".join(failures)) from None
+            raise ValueError(
+                f"{type(self).__name__}: no candidate could be scored on every fold; " + "; ".join(failures)
+            ) from None
         self.best_params_ = dict(found[self.best_index_].params)
         self.best_score_ = float(means[self.best_index_])
-        self._estimate(table, inner, held_out, metric, base, y_index, classes, folds)
-        return held_out
 
-    def _choosing_scorer(self, base: LLMLabelClassifier, classes: np.ndarray) -> Any:
-        """The scorer of the inner splits: ``scorer_``, or with several
-        metrics the ``refit`` one alone (the inner scores only choose)."""
-        scoring, refit = self.scoring, self.refit
-        if isinstance(scoring, list | tuple | set) and isinstance(refit, str) and refit in scoring:
-            return scorer(base, refit, classes)
-        if isinstance(scoring, dict) and isinstance(refit, str) and refit in scoring:
-            return scorer(base, scoring[refit], classes)
-        return self.scorer_
-
-    def _estimate(
-        self,
-        table: np.ndarray,
-        inner: list[dict[tuple[int, int], dict[str, float] | None]],
-        held_out: list[list[np.ndarray | None]],
-        metric: str,
-        base: LLMLabelClassifier,
-        y_index: np.ndarray,
-        classes: np.ndarray,
-        folds: list[Any],
-    ) -> None:
-        """Sets ``held_out_score_`` (nested: ``estimate.nested_choices``) and
-        its bootstrap standard error over the texts; NaN, with a warning that
-        says why, when it cannot be estimated."""
-        self.held_out_score_ = self.held_out_score_sem_ = float("nan")
-        self.held_out_choices_ = np.full(table.shape[1], -1, dtype=np.int64)
-        name = type(self).__name__
-        if self.n_folds_ < 3:  # with 2, an inner split would train on no row at all
-            warn_user(
-                f"{name}: held_out_score_ is NaN: a nested estimate needs at least 3 folds per repeat "
-                f"(this cv gives {self.n_folds_}); pass more labelled texts or a larger cv.",
-                UserWarning,
-            )
-            return
-        n_splits = table.shape[1]
-        inner_table = np.full((table.shape[0], n_splits, n_splits), np.nan)
-        for c, pairs in enumerate(inner):
-            for (s, j), score in pairs.items():
-                if score is not None:
-                    inner_table[c, s, j] = score.get(metric, score.get("score"))
-        found = len(inner)  # the unscored fallback's row, last, has no inner scores
-        chosen = nested_choices(table[:found], inner_table[:found], self.cv_results_["complexity"][:found],
-                                self.rule, self.n_folds_)
-        if (chosen < 0).any():
-            warn_user(
-                f"{name}: held_out_score_ is NaN: on split(s) {np.flatnonzero(chosen < 0).tolist()} no candidate "
-                "could be scored both there and on the other folds without it (see the failures warned above); "
-                "pass more labelled texts per class or fewer candidates.",
-                UserWarning,
-            )
-            return
-        self.held_out_choices_ = chosen
-        self.held_out_score_ = float(np.mean([table[c, s] for s, c in enumerate(chosen)]))
         def score(log_proba: np.ndarray, y: np.ndarray) -> float:
             return score_fold(self.scorer_, log_proba, classes, classes[y])[metric]
 
         seed = learned_seed(clone(base.random_state, safe=False))
-        picks = [held_out[c][s] for s, c in enumerate(chosen)]
-        self.held_out_score_sem_ = bootstrap_sem(picks, folds, y_index, score, seed)
-
-    @staticmethod
-    def _temperature(held_out: list[np.ndarray | None], y_index: np.ndarray, folds: list[Any]) -> float:
-        """The temperature fitted on the chosen candidate's held-out
-        log-probabilities of every split, kept from the scoring (recomputing
-        them took a fifth of a stacked pick's fit), shrunk by the number of
-        distinct texts scored (``temperature.shrunk``); splits it could not
-        fit are left out."""
-        parts = [p for p in held_out if p is not None]
-        rows = [test for p, (_, test) in zip(held_out, folds, strict=True) if p is not None]
-        if not parts:
-            return 1.0
-        scored = np.concatenate(rows)
-        return shrunk(fit_temperature(np.vstack(parts), y_index[scored]), len(np.unique(scored)))
-
-    def _refit_metric(self, names: list[str]) -> str:
-        if names == ["score"]:
-            return "score"
-        if not isinstance(self.refit, str) or self.refit not in names:
-            raise ValueError(
-                f"{type(self).__name__}: with several scorers, refit must name the one that chooses "
-                f"(one of {names}); got refit={self.refit!r}"
-            )
-        return self.refit
+        self.held_out_score_, self.held_out_score_sem_, self.held_out_choices_ = held_out_estimate(
+            table, inner, held_out, complexity, self.rule, self.n_folds_, metric, score, folds, y_index, seed
+        )
+        return held_out
 
     def _refit(
         self,
@@ -777,25 +545,3 @@ def _bar(items: list[Any], show: bool, what: str, unit: str) -> Iterable[Any]:
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=f"LLMLabelClassifierCV: {what}", unit=unit)
-
-
-@contextlib.contextmanager
-def _each_warning_once() -> Iterator[None]:
-    """Collects the warnings of a fit and says each once at its end, at the
-    user's line: the readers and the refit each fit an estimator, and each
-    would warn the same (a ``LabelWordsWarning`` is said once whatever
-    prompt wrote the words; any other warning once per message)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield
-        finally:
-            said: set[Any] = set()
-            told = []
-            for w in caught:
-                key = w.category if issubclass(w.category, LabelWordsWarning) else (w.category, str(w.message))
-                if key not in said:
-                    said.add(key)
-                    told.append(w)
-    for w in told:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -1,33 +1,6 @@
 """The reader key: everything but the prompt and the label sequences that
 changes a label read's numbers, as canonical JSON and its SHA-256. A stored
-read answers only a reader with the same key.
-
-It holds the model's fingerprint (``model_fingerprint``: its files, not its
-name, so a re-downloaded or fine-tuned model under the same name misses), the
-engine settings an embedded engine starts with (``engine_settings``: dtype,
-quantization, max_model_len, eager or compiled, KV block size, ...; every
-setting except those in ``NEUTRAL_OPTIONS``, which size memory, batches or
-logs; an unknown setting counts, so the price of a wrong guess is a reread,
-never a stale number), the tokenizer's files when the ``tokenizer`` option
-names another folder, the vLLM and torch versions, the device (CPU
-capability or GPU name: bf16 kernels differ between them), and
-``READS_FORMAT``, bumped whenever this library's reading arithmetic changes.
-
-The fingerprint of a model folder is a SHA-256 over every file (hidden names
-skipped; a ``.gguf`` model is its one file), in path order, of its relative
-path, size, modification time (ns) and a digest of its content: whole for
-files up to ``WHOLE_FILE_BYTES`` (config, tokenizer, generation config),
-else its first and last ``EDGE_BYTES`` (a safetensors header, which names
-every tensor's dtype, shape and offset, and the last tensor's values) and
-``SAMPLES`` blocks of ``SAMPLE_BYTES`` spread between. So it reads about
-3 MiB per weight file, whatever its size: a 15 GB model in 4 shards costs
-~12 MiB of reads and a few ``stat`` calls. A copy made with times kept
-(``cp -p``, ``shutil.copytree``) hits; writing any byte updates the time,
-so it misses. What it cannot see: bytes changed outside the sampled regions
-of a file whose size and time were then set back by hand. Fingerprints are
-kept per process by (path, size, time) of every file, so a second fit pays
-only the ``stat`` calls. Measured on the built-in model (SmolLM2-135M, 7
-files, 538 MB of safetensors): see ``docs/guide/reliability.md``."""
+read answers only a reader with the same key."""
 
 from __future__ import annotations
 

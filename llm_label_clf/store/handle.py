@@ -1,18 +1,7 @@
-"""The read store as the estimator sees it: ``ReadStore``, the handle a
-``read_store`` parameter may hold (plain data: its path), and the two steps
-of ``fit`` that use it: ``open_read_store`` (before anything of the engine
-is set up: which store, if any, and is it usable) and ``store_ref`` (the
-reader key a fit's reading plans carry, so every process that reads them, a
-loky worker's included, reads through the same store; it needs no started
-engine, so a call whose reads are all stored starts none).
-
-``read_store`` may be a path, a ``ReadStore``, or None; None takes the path
-in ``LLM_LABEL_CLF_READ_STORE`` when set, for whole scripts. Remote servers
-(``base_url``) read without a store: a server reports its model's name, root
-path and context length, nothing of its weights, dtype or options, so a
-model updated behind the same name would be answered with stale reads.
-A ``read_store`` given with ``base_url`` is refused at fit; the environment
-variable leaves remote estimators alone."""
+"""The read store as the estimator sees it: ``ReadStore`` (plain data: its
+path), ``open_read_store`` (which store, if any, and is it usable; before
+any engine) and ``store_ref`` (the reader key a fit's plans carry).
+Remote servers (``base_url``) read without a store."""
 
 from __future__ import annotations
 

@@ -1,37 +1,6 @@
 """The read store's database: one SQLite file of label reads that every
 process on the machine reading with it shares (the estimator, loky workers,
-the command line), opened once per process and path (``database``).
-
-Why SQLite, from the standard library: an embedded database that several
-processes may read and write at once, atomic transactions, nothing to
-install or serve. Why WAL mode: readers and the writer do not block each
-other, and writers take turns (``BUSY_TIMEOUT_S``; a batch's write holds the
-lock for milliseconds: 512 reads in 2.5 ms measured on a 2-core EPYC, about
-1/4000 of the 10 s the engine takes to read them). Each batch of reads is one
-transaction (``put``): a process killed mid-write loses that batch and
-leaves the file as it was before it (tested: SIGKILL in a write loop, then
-``PRAGMA integrity_check`` and every row compared). ``synchronous=NORMAL``:
-in WAL mode a committed batch survives the process being killed; a power cut
-may lose the last batches, never the file's consistency (``FULL`` would
-``fsync`` every batch for no gain against kills).
-
-Layout: ``meta`` holds the schema name and version (a file without them is
-refused, never written to); ``spaces`` one row per (reader key, label
-sequences), the ``reader`` key naming everything but the prompt that changes a
-read's numbers (``fingerprint.reader_key``); ``reads`` one row per (space, SHA-256
-of the prompt's token ids): the label sequences' logprobs (float64), the
-model's top token, the log of the first-token label mass (float64 bytes, as
-the logprobs, so NaN and infinities come back bit for bit; NULL where the read
-has none)
-and a CRC-32 of the row, checked on every read so that a damaged row raises
-instead of answering. Space ids are ``AUTOINCREMENT``: a process that still
-holds the id of a space another process cleared can never file reads under
-a new space's id.
-
-Errors: any ``sqlite3.DatabaseError`` becomes ``ReadStoreError`` naming the
-file and what to do; a failed write (disk or file-size limit full, the file
-made read-only) is ``StoreWriteError``, which the reading layer turns into a
-``ReadStoreWarning`` and goes on without storing."""
+the command line), opened once per process and path (``database``)."""
 
 from __future__ import annotations
 
