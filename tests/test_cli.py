@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, TruncationWarning, cli
+from llm_label_clf import LLMLabelClassifier, LowLabelMassWarning, TiedPredictionWarning, TruncationWarning, cli
 from llm_label_clf.cli.chunks import open_input, read_table, record_starts
 from llm_label_clf.cli.commands import build_parser
 from llm_label_clf.cli.hints import OPTION_OF, cli_hint, engine_hint
@@ -145,12 +145,14 @@ def check_classified(out: pd.DataFrame, rows: pd.DataFrame, reference: np.ndarra
     ("source", "target"), [("csv", None), ("parquet", "out.jsonl"), ("jsonl", "out.parquet"), ("csv", "out.csv")]
 )
 def test_classify_each_format(engine, tables, sst2_rows, reference_proba, tmp_path, capsys, source, target):
-    argv = ["classify", str(tables[source]), "--labels", ",".join(LABELS), "--prompt", PROMPT, "--no-progress"]
+    argv = ["classify", str(tables[source]), "--labels", ",".join(LABELS), "--prompt", PROMPT]
     if target is not None:
-        argv += ["-o", str(tmp_path / target)]
-    assert cli.main(argv) == 0
+        argv += ["-o", str(tmp_path / target), "--chunk-rows", "4"]
+    assert cli.main(argv + (["--no-progress"] if target is None else [])) == 0
     captured = capsys.readouterr()
     assert f"Classifying {N_ROWS} texts" in captured.err
+    if target is not None:  # the bar: one final line per run
+        assert captured.err.count("100%|") == 1 and f"{N_ROWS}/{N_ROWS} [" in captured.err, captured.err
     if target is None:  # CSV on stdout, status on stderr only
         out = pd.read_csv(io.StringIO(captured.out))
     else:
@@ -729,6 +731,7 @@ def library_messages() -> dict[str, str]:
     """Errors and warnings the estimator raises, by the parameter they hint at."""
     from llm_label_clf.fitting.calibration import Calibration, LearnedCalibrator
     from llm_label_clf.fitting.fitted import FittedOutput, check_label_mass
+    from llm_label_clf.fitting.ties import warn_ties
     from llm_label_clf.reading.label_tokens import distinct_first_tokens
     from llm_label_clf.reading.plan import ClassReads
     from llm_label_clf.reading.prompts import PromptTemplate
@@ -756,6 +759,9 @@ def library_messages() -> dict[str, str]:
     with pytest.raises(ValueError) as batch:
         check_params(LLMLabelClassifier(batch_size=0))
     messages["batch_size"] = str(batch.value)
+    with pytest.warns(TiedPredictionWarning) as tie:
+        warn_ties([np.array([False, False, True, False])], ["a", "b"])
+    messages["ties"] = str(tie[0].message)
     return messages
 
 
@@ -769,6 +775,8 @@ def test_hints_name_options_and_input_rows():
     assert "rows [3, 5, 6, 8, 9, 10, 11, 12, 13, 14, ...] of in.csv" in hints["truncated"]
     assert "--too-long raise" in hints["truncated"]
     assert "(in.csv row 3:" in hints["low_mass"] and "--low-mass ignore" in hints["low_mass"]
+    # one rule for both warnings: the tie's X item 2 is input row 6, and the fix gives the value
+    assert "(in.csv row 6)" in hints["ties"] and "--engine-option dtype=float32 " in hints["ties"]
     assert hints["too_long"].startswith("in.csv row 5 is ")
     assert "--engine-option max_model_len=" in hints["too_long"] and "--too-long truncate" in hints["too_long"]
     assert "--calibration learned needs" in hints["learned"] and "--few-shot" in hints["learned"]

@@ -8,6 +8,8 @@ command line passes as ``--engine-option gpu_memory_utilization=...``."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from collections.abc import Sequence
 
@@ -32,6 +34,12 @@ _BARE = re.compile(r"(?<![\w'-])(" + "|".join(n for n in OPTION_OF if "_" in n) 
 def _setting(match: re.Match[str]) -> str:
     name, value = match.group(1), match.group(2)
     option = OPTION_OF[name]
+    if name == "engine_options" and value.startswith("{"):  # {'dtype': 'float32'} -> --engine-option dtype=float32
+        try:
+            given = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return option
+        return " ".join(f"{option} {k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in given.items())
     if name == "labels" or value.startswith("{"):
         return option
     if value[0] in "'\"":
@@ -61,9 +69,9 @@ def cli_hint(message: str, *, where: str | None = None, rows: Sequence[int] | No
     def row(k: str) -> str:
         return str(rows[int(k)]) if rows is not None and int(k) < len(rows) else k
 
+    # "X item k" (an error's) and "(item k" (a warning's: low mass, ties) name X item k: the input row
     source = f"{where} " if where else ""
-    text = re.sub(r"\bX item (\d+)", lambda m: f"{source}row {row(m.group(1))}", text)
-    text = re.sub(r"\(item (\d+):", lambda m: f"({source}row {row(m.group(1))}:", text)
+    text = re.sub(r"\bX item (\d+)|(?<=\()item (\d+)\b", lambda m: f"{source}row {row(m.group(1) or m.group(2))}", text)
 
     def listed(match: re.Match[str]) -> str:
         shown = [row(k.strip()) if k.strip().isdigit() else k.strip(" '") for k in match.group(1).split(",")]

@@ -334,7 +334,10 @@ def run(job: Job) -> None:
             progress.digest, progress.output = digest.hexdigest(), sink.state()
             if tracked:
                 progress.save(progress_path(args.output))
-            bar.update(len(chunk))
+            if bar.n + len(chunk) < found.rows:
+                bar.update(len(chunk))
+            else:  # the last chunk: close() draws the final line, once
+                bar.n = found.rows
     finally:
         bar.close()
     sink.finish()
