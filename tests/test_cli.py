@@ -34,8 +34,8 @@ from llm_label_clf.cli.options import (
     needs_labels,
     parse_engine_option,
 )
-from llm_label_clf.cli.rows import Rows, announce_bad_rows, survey, with_predictions
-from llm_label_clf.cli.tables import UsageError, bad_row_reasons, format_of, skipped_path, write_table
+from llm_label_clf.cli.rows import Rows, announce_bad_rows, bad_row_reasons, survey, with_predictions
+from llm_label_clf.cli.tables import UsageError, format_of, skipped_path, write_table
 from llm_label_clf.fitting.calibration import CALIBRATIONS
 from llm_label_clf.fitting.label_words import LABEL_WORDS
 from llm_label_clf.fitting.params import LABEL_MODES, PARAMETERS, check_params

@@ -248,21 +248,24 @@ def test_classify_resumes_after_an_interrupt(engine, rows, tmp_path, capsys, mon
     assert "(0 classified in this run)" in capsys.readouterr().err
 
 
-def test_evaluate_reports_every_row_after_a_resume(engine, rows, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(("stop", "done", "remaining"), [(3, 3, 6), (2, 0, 9)])  # row 4 is bad
+def test_evaluate_reports_every_row_after_a_resume(engine, rows, tmp_path, capsys, monkeypatch, stop, done, remaining):
     """The report of a resumed evaluate covers the rows written before the
-    interrupt (read back from OUT) and after it: the one-shot report's."""
+    interrupt (read back from OUT) and after it: the one-shot report's; also
+    when the run stopped before its first chunk was committed (nothing to
+    read back, and the input's first 0 rows must match)."""
     source = tmp_path / "in.csv"
     rows.assign(text=[t if i != 4 else "" for i, t in enumerate(rows["text"])]).to_csv(source, index=False)
     argv = ["evaluate", str(source), "--prompt", PROMPT, "--no-progress", "--chunk-rows", "3", "--bad-rows", "skip"]
     assert cli.main(argv) == 0
     one_shot = capsys.readouterr().out
     with monkeypatch.context() as patched:
-        interrupt_at_save(patched, 3)
+        interrupt_at_save(patched, stop)
         assert cli.main([*argv, "-o", str(tmp_path / "out.jsonl")]) == 130
     capsys.readouterr()
     assert cli.main([*argv, "-o", str(tmp_path / "out.jsonl"), "--resume"]) == 0
     captured = capsys.readouterr()
-    assert "its first 3 of 10 input rows are done; classifying the remaining 6 texts" in captured.err  # row 4 bad
+    assert f"its first {done} of 10 input rows are done; classifying the remaining {remaining} texts" in captured.err
     assert captured.out == one_shot
     assert re.search(r"^accuracy \d\.\d{3}  log-loss", captured.out, re.MULTILINE)
     assert pd.read_csv(tmp_path / "out.skipped.csv")["row"].tolist() == [4]

@@ -1,13 +1,12 @@
 """The command line's input, read a chunk of rows at a time so that memory
 stays flat however long the file is: delimited text and JSON Lines with
 pandas' chunked readers (compression inferred from the name, so ``.csv.gz``
-works), Parquet by record batches (``pyarrow.parquet.ParquetFile.iter_batches``,
-a file or a folder of part files), re-cut to exactly ``rows`` rows so that
-chunk boundaries depend only on the file. One JSON array (``.json`` that is
-not JSON Lines) cannot be read in parts: it is read whole, then cut. stdin is
-copied to a temporary file first (it is read more than once). Read errors
-name the file and say what to do; a comma-separated name whose header holds
-tabs is said to want ``--sep '\\t'``."""
+works), Parquet by record batches (a file or a folder of part files), re-cut
+to exactly ``rows`` rows so that chunk boundaries depend only on the file.
+One JSON array (``.json`` that is not JSON Lines) has no parts: it is read
+whole, then cut. stdin is copied to a temporary file first (it is read more
+than once). Read errors name the file and say what to do; a comma-separated
+name whose header holds tabs is said to want ``--sep '\\t'``."""
 
 from __future__ import annotations
 
@@ -42,16 +41,12 @@ def record_starts(source: Any, sep: str) -> Iterator[int]:
     that is not CSV to Python."""
     limit = csv.field_size_limit(2**31 - 1)  # long texts in one field
     try:
-        reader = csv.reader(source, delimiter=sep)
-        previous, header = 0, True
+        reader, previous, header = csv.reader(source, delimiter=sep), 0, True
         for record in reader:
             start, previous = previous + 1, reader.line_num
-            if not record:
-                continue
-            if header:
-                header = False
-            else:
+            if record and not header:
                 yield start
+            header = header and not record
     finally:
         csv.field_size_limit(limit)
 
@@ -60,9 +55,7 @@ def parquet_parts(path: str) -> list[Path]:
     """The Parquet files of ``path``: itself, or a folder's visible ``*.parquet``
     files in name order (the order ``classify`` wrote its parts in)."""
     p = Path(path)
-    if not p.is_dir():
-        return [p]
-    return sorted(f for f in p.glob("*.parquet") if not f.name.startswith((".", "_")))
+    return sorted(f for f in p.glob("*.parquet") if not f.name.startswith((".", "_"))) if p.is_dir() else [p]
 
 
 @dataclass(frozen=True)
@@ -75,20 +68,14 @@ class Source:
     fmt: str
     sep: str | None
 
-    @property
-    def kind(self) -> str:
-        """The format in words, for messages."""
-        if self.sep is not None and self.sep not in ",\t":
-            return f"text separated by {self.sep!r}"
-        return _KINDS[self.fmt]
-
     def chunks(
         self, rows: int, string_columns: Sequence[str] = (), dtypes: dict[str, Any] | None = None
     ) -> Iterator[Any]:
         """The table's rows as DataFrames of exactly ``rows`` rows (the last
-        one fewer), indexed from 0 each. Delimited and JSON cells are kept as
-        written: only an empty field is missing (``NA`` or ``null`` in a review
-        is text), JSON strings are never converted, and ``string_columns`` are
+        one fewer; one empty frame, with the columns, when there are no rows),
+        indexed from 0 each. Delimited and JSON cells are kept as written:
+        only an empty field is missing (``NA`` or ``null`` in a review is
+        text), JSON strings are never converted, and ``string_columns`` are
         read as text. ``dtypes`` fixes other columns' types (the survey's
         choice over the whole file, so that every chunk agrees). Raises
         UsageError naming the file."""
@@ -109,33 +96,37 @@ class Source:
             yield from pd.read_csv(
                 self.file, sep=self.sep, dtype=dtype, keep_default_na=False, na_values=[""], chunksize=rows
             )
-        elif self.fmt == "parquet":
+            return
+        if self.fmt == "parquet":
             import pyarrow.parquet as pq
 
             for part in parquet_parts(self.file):
                 for batch in pq.ParquetFile(part).iter_batches(batch_size=rows):
                     yield batch.to_pandas()
-        elif self.fmt == "jsonl":
-            yield from _typed(pd.read_json(self.file, lines=True, dtype=False, convert_dates=False, chunksize=rows),
-                              dtypes)
+            return
+        json = {"lines": True, "dtype": False, "convert_dates": False, "chunksize": rows}
+        if self.fmt == "jsonl":
+            frames = pd.read_json(self.file, **json)
         else:  # .json: JSON Lines, or else one array of records (read whole: it has no parts)
             try:
-                frames = list(pd.read_json(self.file, lines=True, dtype=False, convert_dates=False, chunksize=rows))
+                frames = list(pd.read_json(self.file, **json))
             except ValueError:
                 frames = [pd.read_json(self.file, dtype=False, convert_dates=False)]
             if any(not isinstance(f, pd.DataFrame) for f in frames):
                 raise UsageError(f"cannot read {self.path} as a table of records")
-            yield from _typed(frames, dtypes)
+        for frame in frames:  # JSON values keep their JSON types; only a column whose type varies is widened
+            wanted = {c: t for c, t in dtypes.items() if c in frame.columns and frame[c].dtype != t}
+            yield frame.astype(wanted) if wanted else frame
 
     def _unreadable(self, exc: Exception) -> str:
         """A read error's message: the file and format, and, when a delimited
         line has more fields than the header, which line and what to do."""
-        message = f"cannot read {self.path} as {self.kind}: {type(exc).__name__}: {exc}"
+        kind = f"text separated by {self.sep!r}" if self.sep not in (None, ",", "\t") else _KINDS[self.fmt]
         found = _FIELDS.search(str(exc)) if self.fmt in ("csv", "tsv") else None
         if found is None:
-            return message
+            return f"cannot read {self.path} as {kind}: {type(exc).__name__}: {exc}"
         expected, line, saw = found.groups()
-        said = f"cannot read {self.path} as {self.kind}: line {line} has {saw} fields where the header has {expected}"
+        said = f"cannot read {self.path} as {kind}: line {line} has {saw} fields where the header has {expected}"
         if self.sep == "," and "\t" in self.header():
             return f"{said}; its header holds tabs: if the file is tab-separated, pass --sep '\\t' (or name it .tsv)"
         return f"{said}: quote the fields that hold {self.sep!r}, or pass the file's separator with --sep"
@@ -158,35 +149,20 @@ class Source:
             yield from record_starts(handles.handle, self.sep or ",")
 
 
-def _typed(frames: Any, dtypes: dict[str, Any]) -> Iterator[Any]:
-    """Each frame with ``dtypes``' columns converted (JSON values keep their
-    JSON types; only a column whose type varies between chunks is widened)."""
-    for frame in frames:
-        wanted = {c: t for c, t in dtypes.items() if c in frame.columns and frame[c].dtype != t}
-        yield frame.astype(wanted) if wanted else frame
-
-
 def _exact(frames: Iterator[Any], rows: int) -> Iterator[Any]:
     """``frames`` re-cut into frames of exactly ``rows`` rows (the last one
     fewer; one empty frame, with the columns, when there are no rows)."""
     import pandas as pd
 
-    held: list[Any] = []
-    count, yielded, empty = 0, False, None
+    held, yielded = None, False
     for frame in frames:
-        if empty is None:
-            empty = frame.iloc[:0]
-        held.append(frame)
-        count += len(frame)
-        while count >= rows:
-            whole = pd.concat(held, ignore_index=True) if len(held) > 1 else held[0].reset_index(drop=True)
-            yield whole.iloc[:rows].reset_index(drop=True)
-            count, yielded = count - rows, True
-            held = [whole.iloc[rows:]] if count else []  # an empty remainder would change the next one's types
-    if count:
-        yield pd.concat(held, ignore_index=True) if len(held) > 1 else held[0].reset_index(drop=True)
-    elif not yielded and empty is not None:
-        yield empty.reset_index(drop=True)
+        fresh = held is None or not len(held)  # an empty remainder would change the next one's types
+        held = frame.reset_index(drop=True) if fresh else pd.concat([held, frame], ignore_index=True)
+        while len(held) >= rows:
+            yield held.iloc[:rows].reset_index(drop=True)
+            held, yielded = held.iloc[rows:].reset_index(drop=True), True
+    if held is not None and (len(held) or not yielded):
+        yield held
 
 
 @contextlib.contextmanager
@@ -225,7 +201,6 @@ def read_table(path: str, string_columns: Sequence[str], *, sep: str | None = No
 
     with open_input(path, sep) as source:
         frames = list(source.chunks(CHUNK_ROWS, string_columns))
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else None
-    if frame is None or len(frame) == 0:
+    if not frames or not sum(len(f) for f in frames):
         raise UsageError(f"{path} has no rows: nothing to classify")
-    return frame
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]

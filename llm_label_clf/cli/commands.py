@@ -1,31 +1,15 @@
-"""The ``llm-label-clf`` command (also ``python -m llm_label_clf``).
-
-Commands: ``classify`` (a table in, the same table plus each class's
-probability and the predicted class out), ``evaluate`` (a labelled table in, a
-classification report out) and ``demo`` (zero-shot SST-2 with the built-in model).
-
-``classify`` and ``evaluate`` read and write CSV, TSV, Parquet and JSON Lines
-by extension (``--sep``: any delimited text, stdin included). They are
-zero-shot unless ``--train FILE`` gives labelled rows to fit on, which
-``--few-shot N`` and ``--calibration learned`` need; ``--label-mode``,
-``--length-norm``, ``--too-long`` and ``--low-mass`` set the estimator's
-parameters of those names, and ``--engine-option KEY=VALUE`` (repeatable,
-over ``--engine-options FILE``) its vLLM engine arguments. A row whose text
-(evaluating: or label) is missing or blank stops the command
-(``--bad-rows error``), is left out and listed in a side file (``skip``), or
-stays in place unclassified with the reason in an ``error`` column (``keep``);
-the output's rows are always in the input's order. The estimator's hints are
-printed in option syntax (``--low-mass ignore``, not ``low_mass='ignore'``),
-naming rows of the input (``hints``). Both commands stream: the input is
-read, classified and written ``--chunk-rows`` rows at a time (``stream``), an
-existing OUT is replaced only with ``--overwrite``, and ``--resume``
-continues a stopped run (``resume``).
+"""The ``llm-label-clf`` command (also ``python -m llm_label_clf``): its
+parser and the wiring of its subcommands to the estimator. ``classify`` (a
+table in, the same rows plus each class's probability and the predicted class
+out), ``evaluate`` (a labelled table in, a classification report out), ``demo``
+(zero-shot SST-2 with the built-in model) and ``store`` (``store_command``).
+``classify`` and ``evaluate`` stream any table (``stream``); their options are
+declared in ``options``, and ``docs/cli.md`` says what each does.
 
 Exit codes: 0 success; 2 a usage or input error (a missing column, an
 unreadable, empty or unknown-format file, bad labels, prompt or engine
 options, a bad row under ``--bad-rows error``); 1 the engine failed (it could
-not start, or a read failed); 130 interrupted.
-"""
+not start, or a read failed); 130 interrupted."""
 
 from __future__ import annotations
 
@@ -35,13 +19,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .chunks import open_input, read_table
+from .chunks import open_input
 from .options import add_table_options, engine_options, needs_labels
 from .resume import check_targets
-from .rows import prompt_cells, prompt_fields, prompt_inputs, skipped_target, survey
+from .rows import prompt_fields, read_train, skipped_target, survey
 from .store_command import add_store_command
-from .stream import EngineFailure, Job, Train, print_report, random_state, resume_point, run
-from .tables import UsageError, as_strings, check_cells, check_output, parse_labels, require_column
+from .stream import EngineFailure, Job, print_report, random_state, resume_point, run
+from .tables import UsageError, check_output, parse_labels
 
 __all__ = ["build_parser", "main"]
 
@@ -82,41 +66,23 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------- what is read
+# ------------------------------------------------------- classify, evaluate
 
 
-def _read_train(args: argparse.Namespace, fields: dict[str, str]) -> Train | None:
-    """``--train FILE`` read with IN's columns and options; every row must be good."""
-    if args.train is None:
-        return None
-    frame = read_table(args.train, [args.text_column, args.label_column], sep=args.sep)
-    require_column(frame, args.text_column, args.train, "--text-column")
-    require_column(frame, args.label_column, args.train, "--label-column")
-    cells = [*prompt_cells(frame, fields, args.train), (args.label_column, "label")]
-    check_cells(frame, cells, args.train)
-    X = prompt_inputs(frame, cells, fields, args.train)
-    y = as_strings(frame, args.label_column, args.train, "label").to_numpy(dtype=object)
-    return Train(X, y, args.train)
-
-
-def _check_known(labels: list[str], gold: set[str], path: str, args: argparse.Namespace) -> None:
-    """Raises UsageError naming the labels of ``path``'s label column that are not ``labels``."""
-    unknown = sorted(set(gold) - set(labels))
+def _check_labels(labels: list[str], gold: set[str], path: str, args: argparse.Namespace, *, every: bool) -> None:
+    """Raises UsageError naming the labels of ``path``'s label column that are
+    not ``labels`` and, with ``every`` (``--train``, where the classes come
+    from), the labels it has no rows of."""
+    unknown = sorted(gold - set(labels))
     if unknown:
         raise UsageError(
             f"{path}: column {args.label_column!r} has label(s) {', '.join(map(repr, unknown))} "
             f"that are not in --labels {args.labels!r}"
         )
-
-
-def _check_train_classes(labels: list[str], train: Train, args: argparse.Namespace) -> None:
-    """The classes come from ``--train``'s labels: they must be ``labels``, each one present."""
-    _check_known(labels, set(train.y.tolist()), train.path, args)
-    present = set(train.y.tolist())
-    missing = [label for label in labels if label not in present]
+    missing = [label for label in labels if label not in gold] if every else []
     if missing:
         raise UsageError(
-            f"--train {train.path} has no rows of class(es) {', '.join(map(repr, missing))}: the classifier "
+            f"--train {path} has no rows of class(es) {', '.join(map(repr, missing))}: the classifier "
             "takes its classes from --train; add rows of every class, or leave these out of --labels"
         )
 
@@ -134,56 +100,40 @@ def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | Non
             f"{' and '.join(needs)} learn{'s' if len(needs) == 1 else ''} from labelled rows: pass --train FILE "
             f"with columns {args.text_column!r} and {args.label_column!r}{also}"
         )
+    if args.command == "classify" and args.labels is None and args.train is None:
+        raise UsageError("name the classes with --labels a,b,c (or give --train FILE, whose labels name them)")
     fmt = check_output(args.output, args.sep)
     skipped = skipped_target(args)
     check_targets(args.output, resume=args.resume, overwrite=args.overwrite, fmt=fmt)
     return options, skipped, fmt
 
 
-def _run_table(args: argparse.Namespace, given: list[str] | None) -> int:
-    """``classify`` or ``evaluate``: the checks, one survey of IN, then the run."""
+def _run_table(args: argparse.Namespace) -> int:
+    """``classify`` or ``evaluate``: the checks, one survey of IN, the classes
+    (``--labels``, else evaluating IN's and ``--train``'s labels, else
+    ``--train``'s), then the run."""
+    given = parse_labels(args.labels) if args.labels is not None else None
     options, skipped, fmt = _prepare(args)
     resumed = resume_point(args)
     fields = prompt_fields(args)
-    train = _read_train(args, fields)
+    train = read_train(args, fields)
     random_state(args, train)
     evaluate = args.command == "evaluate"
+    trained = set(train.y.tolist()) if train is not None else set()
     with open_input(args.input, args.sep) as source:
         digest_rows = resumed.rows if resumed is not None else 0
         found = survey(source, args, fields, chunk_rows=args.chunk_rows, digest_rows=digest_rows, evaluate=evaluate)
-        if given is not None:
-            labels = given
-        elif evaluate:
-            labels = sorted(found.gold | (set(train.y.tolist()) if train is not None else set()))
-            if len(labels) < 2:
-                raise UsageError(
-                    f"{args.input}: column {args.label_column!r} has one class ({labels[0]!r}); "
-                    "pass every class with --labels a,b,c"
-                )
-        else:
-            labels = sorted(set(train.y.tolist()))
-            if len(labels) < 2:
-                raise UsageError(
-                    f"{train.path}: column {args.label_column!r} has one class ({labels[0]!r}); a "
-                    "classifier needs at least two"
-                )
+        labels = given if given is not None else sorted(found.gold | trained) if evaluate else sorted(trained)
+        if len(labels) < 2:
+            path = args.input if evaluate else train.path
+            advice = "pass every class with --labels a,b,c" if evaluate else "a classifier needs at least two"
+            raise UsageError(f"{path}: column {args.label_column!r} has one class ({labels[0]!r}); {advice}")
         if evaluate and given is not None:
-            _check_known(labels, found.gold, args.input, args)
+            _check_labels(labels, found.gold, args.input, args, every=False)
         if train is not None:
-            _check_train_classes(labels, train, args)
+            _check_labels(labels, trained, train.path, args, every=True)
         run(Job(args, source, found, labels, fields, options, train, skipped, fmt, resumed))
     return EXIT_OK
-
-
-def _classify(args: argparse.Namespace) -> int:
-    given = parse_labels(args.labels) if args.labels is not None else None
-    if given is None and args.train is None:
-        raise UsageError("name the classes with --labels a,b,c (or give --train FILE, whose labels name them)")
-    return _run_table(args, given)
-
-
-def _evaluate(args: argparse.Namespace) -> int:
-    return _run_table(args, parse_labels(args.labels) if args.labels is not None else None)
 
 
 # ------------------------------------------------------------ parser
@@ -198,41 +148,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    classify = commands.add_parser(
-        "classify",
-        help="add each class's probability and the predicted class to a table",
-        description="Reads IN and writes its rows, in their order, plus one proba_<label> column per label "
-        "and a predicted column (to OUT, or as CSV on stdout).",
-    )
-    add_table_options(classify, evaluate=False)
-    classes = classify.add_argument_group("classes")
-    classes.add_argument(
-        "--labels",
-        default=None,
-        help="the classes, comma-separated: a,b,c (required without --train; with it, default: "
-        "its label column's values, sorted)",
-    )
-    classes.add_argument(
-        "--label-column", default="label", help="the column of --train with the true labels (default: label)"
-    )
-    classify.set_defaults(handler=_classify)
-
-    evaluate = commands.add_parser(
-        "evaluate",
-        help="classify a labelled table and print a classification report",
-        description="Classifies IN and prints scikit-learn's classification report, accuracy and log-loss.",
-    )
-    add_table_options(evaluate, evaluate=True)
-    classes = evaluate.add_argument_group("classes")
-    classes.add_argument(
-        "--label-column", default="label", help="the column with the true labels, in IN and --train (default: label)"
-    )
-    classes.add_argument(
-        "--labels",
-        default=None,
-        help="the classes, comma-separated (default: the label column's values, sorted, with --train's)",
-    )
-    evaluate.set_defaults(handler=_evaluate)
+    for name, help, description in (
+        ("classify", "add each class's probability and the predicted class to a table", "Reads IN and writes its "
+         "rows, in their order, plus one proba_<label> column per label and a predicted column (to OUT, or as CSV "
+         "on stdout)."),
+        ("evaluate", "classify a labelled table and print a classification report", "Classifies IN and prints "
+         "scikit-learn's classification report, accuracy and log-loss."),
+    ):  # fmt: skip
+        command = commands.add_parser(name, help=help, description=description)
+        add_table_options(command, evaluate=name == "evaluate")
+        command.set_defaults(handler=_run_table)
 
     demo = commands.add_parser("demo", help="zero-shot SST-2 sentiment with the built-in model")
     demo.add_argument("--data", default="../shared/datasets/sst2_dev.csv", help="CSV with text,label columns")
@@ -256,4 +181,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"llm-label-clf {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-

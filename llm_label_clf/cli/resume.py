@@ -53,8 +53,10 @@ class Progress:
     complete: bool = False
     version: int = field(default=VERSION)
 
-    def save(self, path: Path) -> None:
-        """Replaces ``path`` atomically with this progress."""
+    def save(self, path: Path | None) -> None:
+        """Replaces ``path`` atomically with this progress (None: an output without one)."""
+        if path is None:
+            return
         text = json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
         write_atomically(path, lambda name: Path(name).write_text(text, encoding="utf-8"))
 

@@ -15,39 +15,20 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .chunks import Source
+from .chunks import Source, read_table
 from .resume import RowDigest
 from .sinks import write_atomically
-from .tables import (
-    UsageError,
-    as_strings,
-    bad_row_reasons,
-    blank_rows,
-    check_output,
-    missing_cells,
-    require_column,
-    shown_rows,
-    skipped_path,
-    write_table,
-)
+from .tables import UsageError, check_output, skipped_path, write_table
 
 __all__ = [
-    "SAMPLE_ROWS",
-    "Rows",
-    "Survey",
-    "announce_bad_rows",
-    "new_columns",
-    "prompt_cells",
-    "prompt_fields",
-    "prompt_inputs",
-    "skipped_target",
-    "survey",
-    "with_predictions",
-]
+    "SAMPLE_ROWS", "Rows", "Survey", "Train", "announce_bad_rows", "as_strings", "bad_row_reasons", "new_columns",
+    "prompt_fields", "prompt_inputs", "read_train", "skipped_target", "survey", "with_predictions",
+]  # fmt: skip
 
 #: The good rows the survey keeps, drawn uniformly over the whole input (seeded, in
 #: input order): the zero-shot fit's texts, which the default calibration estimates
@@ -55,6 +36,68 @@ __all__ = [
 SAMPLE_ROWS = 256
 #: What ``--bad-rows error`` says to do about bad rows.
 _REMEDY = "fill or drop them, or pass --bad-rows skip (leave them out) or keep (mark them)"
+
+
+def require_column(frame: Any, column: str, path: str, option: str) -> None:
+    """Raises UsageError naming ``path``'s columns and ``option`` when ``frame``
+    has no ``column``; when its one column's name holds a separator, the
+    separator is likely wrong, and the message says so."""
+    if column not in frame.columns:
+        have = ", ".join(repr(str(c)) for c in frame.columns)
+        message = f"{path} has no column {column!r} (its columns: {have}); name the right one with {option}"
+        if len(frame.columns) == 1 and any(s in str(frame.columns[0]) for s in ",;\t|"):
+            message += ", or set the field separator with --sep"
+        raise UsageError(message)
+
+
+def blank_rows(frame: Any, column: str) -> list[int]:
+    """The rows of ``frame`` (counted from 0) whose ``column`` cell is missing
+    (None, NaN, NA) or a string of only whitespace; a list in a JSON cell is not."""
+    import numpy as np
+
+    cells = frame[column]
+    blank = cells.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(dtype=bool)
+    return np.flatnonzero(cells.isna().to_numpy() | blank).tolist()
+
+
+def bad_row_reasons(frame: Any, cells: Sequence[tuple[str, str]]) -> list[str]:
+    """For each row of ``frame``, why it cannot be used: a missing or blank
+    cell in one of ``cells`` (column, what it holds), as "no text in column
+    'text'"; several reasons joined by "; ", "" for a good row."""
+    reasons = [[] for _ in range(len(frame))]  # type: list[list[str]]
+    for column, what in cells:
+        for i in blank_rows(frame, column):
+            reasons[i].append(f"no {what} in column {column!r}")
+    return ["; ".join(r) for r in reasons]
+
+
+def shown_rows(rows: Sequence[int], limit: int = 5) -> str:
+    """The first ``limit`` row numbers, comma-separated, "..." after them."""
+    return ", ".join(str(i) for i in rows[:limit]) + (", ..." if len(rows) > limit else "")
+
+
+def missing_cells(path: str, column: str, what: str, rows: Sequence[int], count: int, remedy: str) -> UsageError:
+    """The error for ``count`` rows of ``path`` with no ``what`` in ``column``:
+    ``rows`` are the first of them (more than five shown as "...")."""
+    return UsageError(
+        f"{path}: {count} row(s) have no {what} in column {column!r} "
+        f"(rows {shown_rows(rows)}, counting data rows from 0); {remedy}"
+    )
+
+
+def check_cells(frame: Any, cells: Sequence[tuple[str, str]], path: str, remedy: str = "fill or drop them") -> None:
+    """Raises UsageError naming the first of ``cells`` (column, what it holds)
+    that has missing or blank cells, and their rows; ``remedy`` ends it."""
+    for column, what in cells:
+        bad = blank_rows(frame, column)
+        if bad:
+            raise missing_cells(path, column, what, bad, len(bad), remedy)
+
+
+def as_strings(frame: Any, column: str, path: str, what: str) -> Any:
+    """The column as strings; a missing or blank cell is an error naming its row."""
+    check_cells(frame, [(column, what)], path)
+    return frame[column].map(lambda v: v if isinstance(v, str) else str(v))
 
 
 def prompt_fields(args: argparse.Namespace) -> dict[str, str]:
@@ -87,6 +130,29 @@ def prompt_inputs(frame: Any, cells: list[tuple[str, str]], fields: dict[str, st
 
     what = dict(cells)
     return pd.DataFrame({f: as_strings(frame, c, path, what[c]).tolist() for f, c in fields.items()})
+
+
+@dataclass(frozen=True)
+class Train:
+    """The labelled rows of ``--train``: the estimator's X and y."""
+
+    X: Any
+    y: Any
+    path: str
+
+
+def read_train(args: argparse.Namespace, fields: dict[str, str]) -> Train | None:
+    """``--train FILE`` read with IN's columns and options; every row must be good."""
+    if args.train is None:
+        return None
+    frame = read_table(args.train, [args.text_column, args.label_column], sep=args.sep)
+    require_column(frame, args.text_column, args.train, "--text-column")
+    require_column(frame, args.label_column, args.train, "--label-column")
+    cells = [*prompt_cells(frame, fields, args.train), (args.label_column, "label")]
+    check_cells(frame, cells, args.train)
+    X = prompt_inputs(frame, cells, fields, args.train)
+    y = as_strings(frame, args.label_column, args.train, "label").to_numpy(dtype=object)
+    return Train(X, y, args.train)
 
 
 def skipped_target(args: argparse.Namespace) -> str | None:
@@ -293,19 +359,14 @@ def with_predictions(frame: Any, labels: list[str], proba: Any, predicted: Any, 
     ``--bad-rows keep`` every row, the bad ones with empty cells and the
     reason in an ``error`` column. An input column of one of those names is
     replaced."""
-    import numpy as np
+    import pandas as pd
 
-    keep = rows.keep
-    out = frame.copy() if keep else frame.iloc[rows.used].reset_index(drop=True)
-    at = np.asarray(rows.used, dtype=int) if keep else np.arange(len(rows.used))
-    out = out.drop(columns=[c for c in new_columns(labels, keep) if c in out.columns])
+    at = rows.used if rows.keep else range(len(rows.used))  # the frame's index is 0..n-1: missing rows stay empty
+    out = frame if rows.keep else frame.iloc[rows.used].reset_index(drop=True)
+    out = out.drop(columns=[c for c in new_columns(labels, rows.keep) if c in out.columns])
     for k, label in enumerate(labels):
-        column = np.full(len(out), np.nan)
-        column[at] = proba[:, k]
-        out[f"proba_{label}"] = column
-    column = np.full(len(out), None, dtype=object)
-    column[at] = predicted
-    out["predicted"] = column
-    if keep:
+        out[f"proba_{label}"] = pd.Series(proba[:, k], index=at, dtype=float)
+    out["predicted"] = pd.Series(predicted, index=at)
+    if rows.keep:
         out["error"] = [reason or None for reason in rows.reasons]
     return out

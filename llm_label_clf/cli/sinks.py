@@ -9,16 +9,13 @@ file's length after a chunk is its committed state: a resumed run cuts the
 file back to it, which removes a torn last line and any chunk not committed.
 
 Parquet is written as a folder of part files, one per chunk
-(``part-00000000.parquet``, ``part-00000001.parquet``, ...), each written to a
-hidden temporary name, fsynced and renamed into place: a part is there whole
-or not at all, and readers (pandas, pyarrow, DuckDB, Spark) read the folder as
-one table, parts in name order, skipping hidden files. One Parquet file with a
-row group per chunk cannot be resumed: its footer, which locates the row
-groups, is written only when the file is closed, so a killed writer leaves a
-file that pyarrow cannot open, and pyarrow cannot append to a closed file.
-
-stdout gets delimited text chunk by chunk (no resume: nothing to go back to).
-"""
+(``part-00000000.parquet``, ...), each written to a hidden temporary name,
+fsynced and renamed into place: a part is there whole or not at all, and
+readers (pandas, pyarrow, DuckDB, Spark) read the folder as one table, parts
+in name order, skipping hidden files. (One Parquet file with a row group per
+chunk cannot be resumed: its footer is written only when it is closed, and
+pyarrow cannot append to a closed file.) stdout gets delimited text chunk by
+chunk (no resume: nothing to go back to)."""
 
 from __future__ import annotations
 
@@ -27,57 +24,32 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .tables import UsageError, delimiter, to_stdout
 
 __all__ = ["Sink", "open_sink", "write_atomically"]
 
 
-class Sink(Protocol):
-    """What the stream needs of an output."""
-
-    def state(self) -> dict[str, int]:
-        """The committed state, as the progress file records it."""
-        ...
-
-    def begin(self, state: dict[str, int] | None) -> None:
-        """Starts a fresh output (None: any old one removed) or goes back to
-        a committed ``state``."""
-        ...
-
-    def write(self, frame: Any) -> bool:
-        """Appends one chunk's rows, durably; False when nothing reads on."""
-        ...
-
-    def finish(self) -> None: ...
-
-
 def write_atomically(path: str | Path, write: Callable[[str], None]) -> None:
     """Calls ``write`` with a hidden temporary name beside ``path`` (same
-    extension), fsyncs it and renames it onto ``path``: a reader, or a run
-    killed at any point, finds the old file or the new one, never a part."""
+    extension), fsyncs it and renames it onto ``path`` (and syncs the folder
+    where the system allows it): a reader, or a run killed at any point,
+    finds the old file or the new one, never a part."""
     target = Path(path)
     temporary = target.with_name(f".tmp-{target.name}")
     write(str(temporary))
     with open(temporary, "rb") as written:
         os.fsync(written.fileno())
     os.replace(temporary, target)
-    _sync_folder(target.parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Makes a rename in ``folder`` durable (where the system allows it)."""
     try:
-        handle = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
+        folder = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
     except OSError:
         pass
-    finally:
-        os.close(handle)
 
 
 def _compressor(path: str) -> Callable[[bytes], bytes]:
@@ -87,40 +59,61 @@ def _compressor(path: str) -> Callable[[bytes], bytes]:
         import gzip
 
         return lambda data: gzip.compress(data, mtime=0)
-    if suffix == ".bz2":
-        import bz2
-
-        return bz2.compress
-    if suffix == ".xz":
-        import lzma
-
-        return lzma.compress
     if suffix == ".zst":
         try:
             import zstandard
         except ImportError:
             raise UsageError(f"cannot write {path}: .zst needs zstandard (pip install zstandard)") from None
         return zstandard.ZstdCompressor().compress
+    if suffix in (".bz2", ".xz"):
+        import bz2
+        import lzma
+
+        return bz2.compress if suffix == ".bz2" else lzma.compress
     return lambda data: data
 
 
-def _remove(path: Path) -> None:
+def _replace(path: Path, folder: bool) -> None:
+    """Removes whatever is at ``path`` and puts an empty file (or folder) there."""
     if path.is_dir():
         shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
+    path.unlink(missing_ok=True)
+    if folder:
+        path.mkdir()
+    else:
+        path.touch()
 
 
-class TextSink:
+class Sink:
+    """An output, and what the stream needs of one; this base writes nothing
+    (``evaluate`` without ``-o``: the report is the result)."""
+
+    rows = 0
+
+    def state(self) -> dict[str, int]:
+        """The committed state, as the progress file records it."""
+        return {}
+
+    def begin(self, state: dict[str, int] | None) -> None:
+        """Starts a fresh output (None: any old one removed) or goes back to
+        a committed ``state``."""
+
+    def write(self, frame: Any) -> bool:
+        """Appends one chunk's rows, durably; False when nothing reads on."""
+        return True
+
+    def finish(self) -> None:
+        """Closes the output (a JSON array's bracket)."""
+
+
+class TextSink(Sink):
     """A CSV, TSV, JSON Lines or JSON-array file, appended chunk by chunk.
     The header (CSV, TSV) or the opening bracket (JSON) comes with the first
     chunk; a JSON array is closed by ``finish``."""
 
     def __init__(self, path: str, fmt: str, sep: str | None) -> None:
         self.path, self.fmt, self.sep = path, fmt, delimiter(fmt, sep) if fmt in ("csv", "tsv") else None
-        self.compress = _compressor(path)
-        self.size = 0
-        self.rows = 0
+        self.compress, self.size = _compressor(path), 0
 
     def state(self) -> dict[str, int]:
         return {"bytes": self.size, "rows": self.rows}
@@ -128,9 +121,7 @@ class TextSink:
     def begin(self, state: dict[str, int] | None) -> None:
         target = Path(self.path)
         if state is None:
-            _remove(target)
-            target.touch()
-            self.size = self.rows = 0
+            _replace(target, folder=False)
             return
         size = target.stat().st_size if target.is_file() else -1
         if size < state["bytes"]:
@@ -138,24 +129,19 @@ class TextSink:
                 f"cannot resume {self.path}: it holds {max(size, 0)} bytes where its progress file says "
                 f"{state['bytes']} were written, so it was changed after the run; start over with --overwrite"
             )
-        if size > state["bytes"]:  # a torn last line, or a chunk written but not committed
-            os.truncate(target, state["bytes"])
+        os.truncate(target, state["bytes"])  # a torn last line, or a chunk written but not committed, goes
         self.size, self.rows = state["bytes"], state["rows"]
 
-    def _text(self, frame: Any) -> str:
-        if self.fmt in ("csv", "tsv"):
-            return frame.to_csv(index=False, sep=self.sep, header=self.size == 0, lineterminator="\n")
-        records = frame.to_json(orient="records", lines=True, force_ascii=False) if len(frame) else ""
-        if records and not records.endswith("\n"):
-            records += "\n"
-        if self.fmt == "jsonl":
-            return records
-        body = ",\n".join(records.splitlines())  # a JSON record is one line: its strings escape line breaks
-        opening = "[\n" if self.size == 0 else ",\n" if body and self.rows else ""
-        return opening + body
-
     def write(self, frame: Any) -> bool:
-        self._append(self._text(frame))
+        if self.fmt in ("csv", "tsv"):
+            text = frame.to_csv(index=False, sep=self.sep, header=self.size == 0, lineterminator="\n")
+        else:
+            text = frame.to_json(orient="records", lines=True, force_ascii=False) if len(frame) else ""
+            text += "\n" if text and not text.endswith("\n") else ""
+            if self.fmt == "json":  # a JSON record is one line: its strings escape line breaks
+                body = ",\n".join(text.splitlines())
+                text = ("[\n" if self.size == 0 else ",\n" if body and self.rows else "") + body
+        self._append(text)
         self.rows += len(frame)
         return True
 
@@ -177,7 +163,7 @@ class TextSink:
             self._append(("\n]\n" if self.rows else "]\n") if self.size else "[]\n")
 
 
-class ParquetSink:
+class ParquetSink(Sink):
     """A folder of Parquet part files, one per chunk that has rows, named by
     the chunk's number; every part has the first part's schema (a column that
     is empty in the first part is text)."""
@@ -185,9 +171,7 @@ class ParquetSink:
     PART = re.compile(r"part-(\d+)\.parquet")
 
     def __init__(self, path: str) -> None:
-        self.path = Path(path)
-        self.chunks = self.rows = 0
-        self.schema: Any = None
+        self.path, self.chunks, self.schema = Path(path), 0, None
 
     def state(self) -> dict[str, int]:
         return {"chunks": self.chunks, "rows": self.rows}
@@ -196,9 +180,7 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         if state is None:
-            _remove(self.path)
-            self.path.mkdir()
-            self.chunks, self.rows, self.schema = 0, 0, None
+            _replace(self.path, folder=True)
             return
         if not self.path.is_dir():
             raise UsageError(
@@ -235,53 +217,22 @@ class ParquetSink:
         self.rows += len(frame)
         return True
 
-    def finish(self) -> None:
-        pass
 
-
-class StdoutSink:
+class StdoutSink(Sink):
     """Delimited text on stdout (CSV unless ``--sep``), the header once."""
 
     def __init__(self, sep: str | None) -> None:
-        self.sep, self.first, self.open = sep, True, True
-
-    def state(self) -> dict[str, int]:
-        return {}
-
-    def begin(self, state: dict[str, int] | None) -> None:
-        pass
+        self.sep, self.open, self.first = sep, True, True
 
     def write(self, frame: Any) -> bool:
-        self.open = self.open and to_stdout(frame, self.sep, header=self.first)
-        self.first = False
+        self.open, self.first = self.open and to_stdout(frame, self.sep, header=self.first), False
         return self.open
-
-    def finish(self) -> None:
-        pass
-
-
-class NoSink:
-    """No output (``evaluate`` without ``-o``: the report is the result)."""
-
-    def state(self) -> dict[str, int]:
-        return {}
-
-    def begin(self, state: dict[str, int] | None) -> None:
-        pass
-
-    def write(self, frame: Any) -> bool:
-        return True
-
-    def finish(self) -> None:
-        pass
 
 
 def open_sink(path: str | None, fmt: str | None, sep: str | None) -> Sink:
     """The sink of ``-o OUT`` by OUT's format ("-": stdout; None: none)."""
     if path is None:
-        return NoSink()
+        return Sink()
     if path == "-":
         return StdoutSink(sep)
-    if fmt == "parquet":
-        return ParquetSink(path)
-    return TextSink(path, fmt or "csv", sep)
+    return ParquetSink(path) if fmt == "parquet" else TextSink(path, fmt or "csv", sep)

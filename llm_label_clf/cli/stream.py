@@ -32,9 +32,9 @@ from .chunks import CHUNK_ROWS, Source, open_input
 from .hints import OPTION_OF, cli_hint, engine_hint
 from .options import estimator_params
 from .resume import Progress, RowDigest, first_changed_row, progress_path, setting_changes
-from .rows import Rows, Survey, announce_bad_rows, new_columns, prompt_inputs, with_predictions
+from .rows import Rows, Survey, Train, announce_bad_rows, as_strings, new_columns, prompt_inputs, with_predictions
 from .sinks import open_sink
-from .tables import UsageError, as_strings
+from .tables import UsageError
 
 __all__ = ["EngineFailure", "Job", "Train", "print_report", "random_state", "resume_point", "run", "step"]
 
@@ -46,15 +46,6 @@ _SAME_NUMBERS = ("progress", "read_store", "batch_size", "low_mass", "low_mass_t
 
 class EngineFailure(Exception):
     """The engine could not start or a read failed: exit status 1."""
-
-
-@dataclass(frozen=True)
-class Train:
-    """The labelled rows of ``--train``: the estimator's X and y."""
-
-    X: Any
-    y: Any
-    path: str
 
 
 @dataclass(frozen=True)
@@ -239,43 +230,34 @@ def _fitted(job: Job) -> Any:
 
 
 class _Tally:
-    """``evaluate``'s classified rows: gold labels, probabilities (columns in
-    labels order) and predictions, chunk by chunk."""
+    """``evaluate``'s classified rows, from output chunks (their label column,
+    probabilities and predictions; bad rows kept in place left out)."""
 
-    def __init__(self) -> None:
-        self.gold: list[Any] = []
-        self.proba: list[Any] = []
-        self.predicted: list[Any] = []
+    def __init__(self, job: Job) -> None:
+        self.job, self.frames = job, []
 
-    def add(self, gold: Any, proba: Any, predicted: Any) -> None:
-        import numpy as np
+    def add(self, frame: Any, path: str) -> None:
+        job = self.job
+        frame = frame[frame["error"].isna()] if "error" in frame.columns else frame
+        gold = as_strings(frame, job.args.label_column, path, "label").to_numpy(dtype=object)
+        self.frames.append((gold, frame[[f"proba_{label}" for label in job.labels]].to_numpy(dtype=float),
+                            frame["predicted"].to_numpy(dtype=object)))  # fmt: skip
 
-        self.gold.append(np.asarray(gold, dtype=object))
-        self.proba.append(np.asarray(proba, dtype=float))
-        self.predicted.append(np.asarray(predicted, dtype=object))
-
-    def read_back(self, job: Job) -> None:
-        """Adds the rows of the resumed output (after it was cut back to its
-        committed state), read a chunk at a time."""
-        args = job.args
-        columns = [f"proba_{label}" for label in job.labels]
+    def read_back(self) -> None:
+        """Adds the rows of the resumed output (cut back to its committed state), a chunk at a time."""
+        args = self.job.args
         with open_input(args.output, args.sep) as written:
-            for frame in written.chunks(job.chunk_rows, [args.label_column, "predicted"]):
-                if "error" in frame.columns:
-                    frame = frame[frame["error"].isna()]
-                gold = as_strings(frame, args.label_column, args.output, "label")
-                self.add(gold, frame[columns].to_numpy(), frame["predicted"].tolist())
+            for frame in written.chunks(self.job.chunk_rows, [args.label_column, "predicted"]):
+                self.add(frame, args.output)
 
-    def report(self, labels: list[str]) -> None:
+    def report(self) -> None:
         import numpy as np
 
-        classes = sorted(labels)
-        proba = np.concatenate(self.proba) if self.proba else np.zeros((0, len(labels)))
-        # log_loss reads y_pred's columns in sorted-label order
-        print_report(
-            np.concatenate(self.gold), np.concatenate(self.predicted), proba[:, [labels.index(c) for c in classes]],
-            np.array(classes, dtype=object), labels,
-        )
+        labels = self.job.labels
+        gold, proba, predicted = (np.concatenate(parts) for parts in zip(*self.frames, strict=True))
+        classes = sorted(labels)  # log_loss reads y_pred's columns in sorted-label order
+        order = [labels.index(c) for c in classes]
+        print_report(gold, predicted, proba[:, order], np.array(classes, dtype=object), labels)
 
 
 def run(job: Job) -> None:
@@ -292,26 +274,24 @@ def run(job: Job) -> None:
     clash = [c for c in new_columns(job.labels, args.bad_rows == "keep") if c in found.columns]
     if clash:
         print(f"llm-label-clf {args.command}: note: replacing the input's column(s) {', '.join(clash)}",
-              file=sys.stderr)
-    if resumed is None:
-        print(f"Classifying {found.used} texts from {args.input} with {args.model} ...", file=sys.stderr, flush=True)
+              file=sys.stderr)  # fmt: skip
+    what = f"texts from {args.input} with {args.model} ..."
+    if resumed is not None:
+        what = f"the remaining {remaining} {what}"
+        print(f"Resuming {args.output}: its first {done} of {found.rows} input rows are done; classifying {what}",
+              file=sys.stderr, flush=True)  # fmt: skip
     else:
-        print(
-            f"Resuming {args.output}: its first {done} of {found.rows} input rows are done; classifying the "
-            f"remaining {remaining} texts from {args.input} with {args.model} ...",
-            file=sys.stderr, flush=True,
-        )
+        print(f"Classifying {found.used} {what}", file=sys.stderr, flush=True)
     clf = _fitted(job) if remaining else None
     sink = open_sink("-" if args.output is None and not job.evaluate else args.output, job.fmt, args.sep)
     sink.begin(resumed.output if resumed is not None else None)
-    tracked = args.output not in (None, "-") and job.fmt != "json"
-    progress = resumed or Progress(args.input, 0, 0, "", sink.state(), settings)
-    if tracked:
-        progress.save(progress_path(args.output))
-    tally = _Tally() if job.evaluate else None
-    if tally is not None and resumed is not None:
-        tally.read_back(job)
+    tracked = progress_path(args.output) if args.output not in (None, "-") and job.fmt != "json" else None
     digest = RowDigest([column for column, _ in found.cells])
+    progress = resumed or Progress(args.input, 0, 0, digest.hexdigest(), sink.state(), settings)  # of no rows yet
+    progress.save(tracked)
+    tally = _Tally(job) if job.evaluate else None
+    if tally is not None and resumed is not None and resumed.output.get("rows"):
+        tally.read_back()
     strings = [args.text_column] + ([args.label_column] if job.evaluate else [])
     bar = tqdm(total=found.rows, initial=done, unit="row", disable=args.no_progress, file=sys.stderr)
     classified = 0
@@ -328,12 +308,10 @@ def run(job: Job) -> None:
                 break  # stdout's reader has gone (| head): it has what it wanted
             classified += len(rows.used)
             if tally is not None:
-                gold = as_strings(chunk.iloc[rows.used], args.label_column, args.input, "label")
-                tally.add(gold, proba, predicted)
+                tally.add(out, args.input)
             progress.rows, progress.chunks = progress.rows + len(chunk), index + 1
             progress.digest, progress.output = digest.hexdigest(), sink.state()
-            if tracked:
-                progress.save(progress_path(args.output))
+            progress.save(tracked)
             if bar.n + len(chunk) < found.rows:
                 bar.update(len(chunk))
             else:  # the last chunk: close() draws the final line, once
@@ -342,16 +320,14 @@ def run(job: Job) -> None:
         bar.close()
     sink.finish()
     progress.complete, progress.output = True, sink.state()
-    if tracked:
-        progress.save(progress_path(args.output))
+    progress.save(tracked)
     if tally is not None:
-        bad = len(found.bad)
-        if bad:
-            print(f"llm-label-clf evaluate: the report leaves out the {bad} bad row(s)", file=sys.stderr)
-        tally.report(job.labels)
+        if found.bad:
+            print(f"llm-label-clf evaluate: the report leaves out the {len(found.bad)} bad row(s)", file=sys.stderr)
+        tally.report()
     if args.output not in (None, "-"):
-        written = progress.output["rows"]
-        print(f"Wrote {written} rows to {args.output} ({classified} classified in this run)", file=sys.stderr)
+        rows = progress.output["rows"]
+        print(f"Wrote {rows} rows to {args.output} ({classified} classified in this run)", file=sys.stderr)
 
 
 def _classify_chunk(clf: Any, chunk: Any, rows: Rows, job: Job, numbers: list[int]) -> tuple[Any, Any]:

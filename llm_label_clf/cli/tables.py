@@ -8,47 +8,21 @@ report needs one) for ``--bad-rows``. Inputs are read in chunks by
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "KNOWN_FORMATS",
-    "UsageError",
-    "as_strings",
-    "bad_row_reasons",
-    "blank_rows",
-    "check_cells",
-    "check_output",
-    "delimiter",
-    "format_of",
-    "missing_cells",
-    "need_pyarrow",
-    "parse_labels",
-    "require_column",
-    "shown_rows",
-    "skipped_path",
-    "to_stdout",
-    "write_table",
-]
+    "KNOWN_FORMATS", "UsageError", "check_output", "delimiter", "format_of", "need_pyarrow", "parse_labels",
+    "skipped_path", "to_stdout", "write_table",
+]  # fmt: skip
 
 #: File formats by extension (after an optional compression suffix for text formats).
-_FORMATS = {
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-}
-_DELIMITED = ("csv", "tsv")
+_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl",
+            ".ndjson": "jsonl", ".json": "json"}  # fmt: skip
 _COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip")
 KNOWN_FORMATS = (
-    ".csv, .tsv, .parquet, .jsonl (or .json); CSV, TSV and JSON may end in "
-    + ", ".join(_COMPRESSIONS)
-    + "; any other name is delimited text with --sep"
+    f".csv, .tsv, .parquet, .jsonl (or .json); CSV, TSV and JSON may end in {', '.join(_COMPRESSIONS)}; "
+    "any other name is delimited text with --sep"
 )
 
 
@@ -130,7 +104,7 @@ def write_table(frame: Any, path: str | None, *, sep: str | None = None) -> None
         return
     fmt = format_of(path, "output", sep)
     try:
-        if fmt in _DELIMITED:
+        if fmt in ("csv", "tsv"):
             frame.to_csv(path, index=False, sep=delimiter(fmt, sep))
         elif fmt == "parquet":
             frame.to_parquet(path, index=False)
@@ -140,75 +114,6 @@ def write_table(frame: Any, path: str | None, *, sep: str | None = None) -> None
             frame.to_json(path, orient="records", force_ascii=False, indent=1)
     except (OSError, ValueError, ImportError) as exc:
         raise UsageError(f"cannot write {path}: {type(exc).__name__}: {exc}") from None
-
-
-def require_column(frame: Any, column: str, path: str, option: str) -> None:
-    """Raises UsageError naming ``path``'s columns and ``option`` when ``frame``
-    has no ``column``; when its one column's name holds a separator, the
-    separator is likely wrong, and the message says so."""
-    if column not in frame.columns:
-        have = ", ".join(repr(str(c)) for c in frame.columns)
-        message = f"{path} has no column {column!r} (its columns: {have}); name the right one with {option}"
-        if len(frame.columns) == 1 and any(s in str(frame.columns[0]) for s in ",;\t|"):
-            message += ", or set the field separator with --sep"
-        raise UsageError(message)
-
-
-def _blank(value: Any) -> bool:
-    """A missing cell (None, NaN, NA) or a string of only whitespace."""
-    import pandas as pd
-
-    if isinstance(value, str):
-        return not value.strip()
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):  # a list or array in a JSON cell is not missing
-        return False
-
-
-def blank_rows(frame: Any, column: str) -> list[int]:
-    """The rows of ``frame`` (counted from 0) whose ``column`` cell is missing or blank."""
-    return [i for i, value in enumerate(frame[column].tolist()) if _blank(value)]
-
-
-def bad_row_reasons(frame: Any, cells: Sequence[tuple[str, str]]) -> list[str]:
-    """For each row of ``frame``, why it cannot be used: a missing or blank
-    cell in one of ``cells`` (column, what it holds), as "no text in column
-    'text'"; several reasons joined by "; ", "" for a good row."""
-    reasons = [[] for _ in range(len(frame))]  # type: list[list[str]]
-    for column, what in cells:
-        for i in blank_rows(frame, column):
-            reasons[i].append(f"no {what} in column {column!r}")
-    return ["; ".join(r) for r in reasons]
-
-
-def shown_rows(rows: Sequence[int], limit: int = 5) -> str:
-    """The first ``limit`` row numbers, comma-separated, "..." after them."""
-    return ", ".join(str(i) for i in rows[:limit]) + (", ..." if len(rows) > limit else "")
-
-
-def missing_cells(path: str, column: str, what: str, rows: Sequence[int], count: int, remedy: str) -> UsageError:
-    """The error for ``count`` rows of ``path`` with no ``what`` in ``column``:
-    ``rows`` are the first of them (more than five shown as "...")."""
-    return UsageError(
-        f"{path}: {count} row(s) have no {what} in column {column!r} "
-        f"(rows {shown_rows(rows)}, counting data rows from 0); {remedy}"
-    )
-
-
-def check_cells(frame: Any, cells: Sequence[tuple[str, str]], path: str, remedy: str = "fill or drop them") -> None:
-    """Raises UsageError naming the first of ``cells`` (column, what it holds)
-    that has missing or blank cells, and their rows; ``remedy`` ends it."""
-    for column, what in cells:
-        bad = blank_rows(frame, column)
-        if bad:
-            raise missing_cells(path, column, what, bad, len(bad), remedy)
-
-
-def as_strings(frame: Any, column: str, path: str, what: str) -> Any:
-    """The column as strings; a missing or blank cell is an error naming its row."""
-    check_cells(frame, [(column, what)], path)
-    return frame[column].map(lambda v: v if isinstance(v, str) else str(v))
 
 
 def skipped_path(output: str | None, input_path: str) -> str | None:
