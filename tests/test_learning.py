@@ -13,9 +13,11 @@ from sklearn.pipeline import make_pipeline
 
 from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
 from llm_label_clf.fitting.calibration import (
+    BATCH_PRIOR_ROWS,
     CONTENT_FREE_INPUTS,
     MIN_BATCH,
     domain_context_records,
+    fit_calibration,
     tempered,
     texts_prior,
 )
@@ -166,3 +168,25 @@ def test_auto_calibration_with_labels_aims_at_their_prior_and_falls_back_on_few_
     np.testing.assert_allclose(few.class_prior_, [0.5, 0.5])
     np.testing.assert_allclose(few.calibration_bias_, mean_log(content_free) - np.log(0.5), atol=1e-9)
     assert make_classifier(calibration=None).fit(X, y).calibration_bias_ is None  # None: the exact reads
+
+
+def test_a_calibration_draws_the_same_texts_in_every_process_when_random_state_is_none():
+    """With ``random_state=None`` the texts a calibration reads (at most
+    ``BATCH_PRIOR_ROWS`` of the fit's, and the domain-context inputs) are drawn
+    alike in every call, as in a new process: a rerun reads what the first fit
+    stored. Arithmetic only: the stand-in reads below record which rows were
+    asked for (no engine)."""
+    n_classes, rows = 3, np.arange(3 * BATCH_PRIOR_ROWS)
+    asked: list[np.ndarray] = []
+
+    def log_proba_of(chosen: np.ndarray) -> np.ndarray:
+        asked.append(np.asarray(chosen).copy())
+        return np.log(np.full((len(chosen), n_classes), 1 / n_classes))
+
+    for _ in range(2):
+        fit_calibration("auto", log_proba_of, lambda: np.zeros((3, n_classes)), rows, None,
+                        np.log(np.full(n_classes, 1 / n_classes)), random_state=None)
+    assert len(asked) == 2 and len(asked[0]) == BATCH_PRIOR_ROWS
+    np.testing.assert_array_equal(asked[0], asked[1])
+    texts = [{"text": f"word{i} other{i}"} for i in range(50)]
+    assert domain_context_records(texts, ["text"], None) == domain_context_records(texts, ["text"], None)

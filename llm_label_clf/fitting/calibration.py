@@ -219,14 +219,18 @@ def content_free_records(fields: Iterable[str]) -> list[dict[str, str]]:
     return [dict.fromkeys(names, value) for value in CONTENT_FREE_INPUTS]
 
 
+def _rng(random_state: Any) -> np.random.RandomState:
+    """The generator of the texts a calibration draws: seeded by 0 for None."""
+    return check_random_state(0 if random_state is None else random_state)
+
+
 def domain_context_records(records: Sequence[dict[str, str]], fields: Iterable[str], random_state: Any) -> list[
         dict[str, str]]:
     """Fei et al.'s domain-context inputs: ``DOMAIN_CONTEXT_INPUTS`` records
     whose every field ``X`` fills is random words of that field in
     ``records``, as many as its mean length in words (drawn by
-    ``random_state``; ``fit`` passes 0 for None, so that a refit on the same
-    texts gives the same calibration and finds its reads in a read store)."""
-    rng = check_random_state(random_state)
+    ``random_state``, 0 for None as in ``fit_calibration``)."""
+    rng = _rng(random_state)
     out: list[dict[str, str]] = [{} for _ in range(DOMAIN_CONTEXT_INPUTS)]
     for name in fields:
         words = [w for r in records for w in r[name].split()] or [""]
@@ -286,8 +290,9 @@ def fit_calibration(
     (``domain_context()``), each asked for only when ``kind`` needs it. Batch
     and auto calibration with fewer rows than they need fall back to the
     content-free bias; their bias is estimated on at most
-    ``BATCH_PRIOR_ROWS`` rows, drawn by ``random_state``, which also seeds
-    the learned calibration's folds. Auto without labels aims at the prior
+    ``BATCH_PRIOR_ROWS`` rows, drawn by ``random_state`` (0 for None: a
+    refit on the same texts reads the same rows, so a read store serves a
+    rerun in a new process), which also seeds the learned calibration's folds. Auto without labels aims at the prior
     the texts show (``texts_prior``) when ``domain_context`` is given, else
     at ``log_prior``. ``owner`` starts error messages."""
     if kind is None:
@@ -298,7 +303,8 @@ def fit_calibration(
         return Calibration(kind, log_prior, bias=mean_bias(scale(content_free()), log_prior))
     if kind in ("batch", "auto"):
         if rows.size > BATCH_PRIOR_ROWS:
-            rows = np.sort(check_random_state(random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
+            rows = np.sort(_rng(random_state).choice(
+                rows, BATCH_PRIOR_ROWS, replace=False))
         texts = scale(log_proba_of(rows))
         if auto and y_index is None and domain_context is not None:
             log_prior = texts_prior(texts, tempered(domain_context()))

@@ -174,8 +174,7 @@ def fit_output(
         random_state=est.random_state,
         owner=owner,
         domain_context=None if est.calibration_prior == "uniform" else lambda: content_free_log_proba(
-            plan, engine, domain_context_records([records[i] for i in rows], fields,
-                                                 0 if est.random_state is None else est.random_state)),
+            plan, engine, domain_context_records([records[i] for i in rows], fields, est.random_state)),
     )
     read = (seen[-1][0], calibration.apply(seen[-1][1])) if seen else None
     return OutputFit(reading, settings.template, chat, FittedOutput(classes, calibration), read)
