@@ -41,12 +41,16 @@ def record_starts(source: Any, sep: str) -> Iterator[int]:
     that is not CSV to Python."""
     limit = csv.field_size_limit(2**31 - 1)  # long texts in one field
     try:
-        reader, previous, header = csv.reader(source, delimiter=sep), 0, True
+        reader = csv.reader(source, delimiter=sep)
+        previous, header = 0, True
         for record in reader:
             start, previous = previous + 1, reader.line_num
-            if record and not header:
+            if not record:
+                continue
+            if header:
+                header = False
+            else:
                 yield start
-            header = header and not record
     finally:
         csv.field_size_limit(limit)
 
@@ -55,7 +59,9 @@ def parquet_parts(path: str) -> list[Path]:
     """The Parquet files of ``path``: itself, or a folder's visible ``*.parquet``
     files in name order (the order ``classify`` wrote its parts in)."""
     p = Path(path)
-    return sorted(f for f in p.glob("*.parquet") if not f.name.startswith((".", "_"))) if p.is_dir() else [p]
+    if not p.is_dir():
+        return [p]
+    return sorted(f for f in p.glob("*.parquet") if not f.name.startswith((".", "_")))
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,12 @@ def _run_table(args: argparse.Namespace) -> int:
     with open_input(args.input, args.sep) as source:
         digest_rows = resumed.rows if resumed is not None else 0
         found = survey(source, args, fields, chunk_rows=args.chunk_rows, digest_rows=digest_rows, evaluate=evaluate)
-        labels = given if given is not None else sorted(found.gold | trained) if evaluate else sorted(trained)
+        if given is not None:
+            labels = given
+        elif evaluate:
+            labels = sorted(found.gold | trained)  # the classes the input's labels and --train's show
+        else:
+            labels = sorted(trained)
         if len(labels) < 2:
             path = args.input if evaluate else train.path
             advice = "pass every class with --labels a,b,c" if evaluate else "a classifier needs at least two"

@@ -225,7 +225,8 @@ class StdoutSink(Sink):
         self.sep, self.open, self.first = sep, True, True
 
     def write(self, frame: Any) -> bool:
-        self.open, self.first = self.open and to_stdout(frame, self.sep, header=self.first), False
+        self.open = self.open and to_stdout(frame, self.sep, header=self.first)
+        self.first = False
         return self.open
 
 

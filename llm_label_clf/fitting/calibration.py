@@ -292,9 +292,10 @@ def fit_calibration(
     content-free bias; their bias is estimated on at most
     ``BATCH_PRIOR_ROWS`` rows, drawn by ``random_state`` (0 for None: a
     refit on the same texts reads the same rows, so a read store serves a
-    rerun in a new process), which also seeds the learned calibration's folds. Auto without labels aims at the prior
-    the texts show (``texts_prior``) when ``domain_context`` is given, else
-    at ``log_prior``. ``owner`` starts error messages."""
+    rerun in a new process), which also seeds the learned calibration's
+    folds. Auto without labels aims at the prior the texts show
+    (``texts_prior``) when ``domain_context`` is given, else at
+    ``log_prior``. ``owner`` starts error messages."""
     if kind is None:
         return Calibration(None, log_prior)
     auto = kind == "auto"
@@ -303,8 +304,7 @@ def fit_calibration(
         return Calibration(kind, log_prior, bias=mean_bias(scale(content_free()), log_prior))
     if kind in ("batch", "auto"):
         if rows.size > BATCH_PRIOR_ROWS:
-            rows = np.sort(_rng(random_state).choice(
-                rows, BATCH_PRIOR_ROWS, replace=False))
+            rows = np.sort(_rng(random_state).choice(rows, BATCH_PRIOR_ROWS, replace=False))
         texts = scale(log_proba_of(rows))
         if auto and y_index is None and domain_context is not None:
             log_prior = texts_prior(texts, tempered(domain_context()))
