@@ -388,11 +388,13 @@ def emit(message: dict[str, Any], out: IO[str] | None = None) -> None:
 
 @dataclass(frozen=True)
 class Ran:
-    """A child process run to its end: its last tagged message, seconds and memory sampler."""
+    """A child process run to its end: its last tagged message, seconds, memory
+    sampler, and the 1-minute load average before and after it."""
 
     message: dict[str, Any] | None
     seconds: float
     memory: PeakRSS
+    load_avg_1m: list[float]
 
 
 def run_child(command: list[str], *, env: dict[str, str] | None = None, timeout: float = 3600,
@@ -403,7 +405,7 @@ def run_child(command: list[str], *, env: dict[str, str] | None = None, timeout:
     message and ``message`` is asked for)."""
     import psutil
 
-    began = time.perf_counter()
+    load_start, began = os.getloadavg()[0], time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=Path(__file__).resolve().parents[1])
     with PeakRSS(psutil.Process(proc.pid), every_s, processes) as memory:
@@ -411,7 +413,7 @@ def run_child(command: list[str], *, env: dict[str, str] | None = None, timeout:
     sent = [json.loads(line[len(TAG):]) for line in out.splitlines() if line.startswith(TAG)]
     if proc.returncode != 0 or (message and not sent):
         raise RuntimeError(f"{' '.join(command[1:])} failed ({proc.returncode}):\n{err[-3000:]}")
-    return Ran(sent[-1] if sent else None, time.perf_counter() - began, memory)
+    return Ran(sent[-1] if sent else None, time.perf_counter() - began, memory, [load_start, os.getloadavg()[0]])
 
 
 def timed_passes(
@@ -479,12 +481,6 @@ def path_logprobs(reads: dict[tuple[int, ...], dict[int, float]], paths: Sequenc
     """Each label's logprob along the trie (a prefix not read counts as sure)."""
     return [sum(reads[tuple(path[:j])][token] for j, token in enumerate(path) if tuple(path[:j]) in reads)
             for path in paths]
-
-
-def softmax_rows(logprobs: np.ndarray) -> np.ndarray:
-    shifted = logprobs - logprobs.max(axis=1, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / weights.sum(axis=1, keepdims=True)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,28 @@
 """Many labels, read exactly and cheaply, side by side in one run on one engine.
 
-``python bench/constrained.py [--texts N] [--banking-per-intent 3] [--dtype float32] [--no-raw]``:
+``python bench/constrained.py [--texts N] [--banking-per-intent 3] [--dtype float32]``:
 Banking77 (77 intents as words), TREC fine (its labels as words) and AG News,
 each read by ``label_mode="full_sequence"`` (the exact read: one read per
 label prefix) and ``"constrained"`` (only where the labels branch,
 renormalised there, as vLLM's guided choice decodes), both also with
-``prune_margin`` (``--margin``), and by raw ``vllm.LLM.generate`` reading the
-constrained prefixes (the speed anchor, in a process of its own); ``--texts``
+``prune_margin`` (``--margin``), then by the other label modes
+(``length_norm="token"``, ``"first_token"``, ``"options"``), and by raw
+``vllm.LLM.generate`` reading the constrained prefixes (the speed anchor, in
+a process of its own); ``--texts``
 caps every set; the engine runs the package's dtype unless ``--dtype`` says
 otherwise. Writes ``bench/results/constrained[-DTYPE].json`` and ``.md``.
 
-``python bench/constrained.py --many-classes [--texts 24] [--skorch-texts 3]
-[--baselines-only]``: Banking77, one text per intent, read by the estimator
-exact and pruned (``prune_margin`` 0, 2, 8 nats; their error against the exact
-read), by raw vLLM reading the same trie and by skorch's
-``ZeroShotClassifier`` (each in a process of its own). Writes
-``bench/results/many_classes.json`` and ``.md``.
+``python bench/constrained.py --many-classes --render`` rewrites
+``bench/results/many_classes.md`` (Banking77, one text per intent: the
+estimator exact and with ``prune_margin`` 0, 2 and 8, raw vLLM on the same
+trie, skorch's ``ZeroShotClassifier``) from its JSON; its run left in issue 53
+(commit 75ea201 holds it, ``bench/experiments/many-labels-exact-2026-12-01/``).
+``--label-modes --render`` likewise rewrites ``label_modes.md``, the label
+modes on AG News, Banking77 and TREC's two outputs, from ``bench/label_modes.py``
+(left in issue 53: the readers above and ``bench/outputs.py`` measure the
+same; commit 75ea201 holds it).
 
-Both report reads and seconds per text, the cost against one read of an
+It reports reads and seconds per text, the cost against one read of an
 SST-2 text with the demo's prompt (``--sst2`` texts timed) and accuracy;
 prefix caches are emptied before each timed pass.
 """
@@ -34,9 +39,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import common  # noqa: E402
-
-MARGINS = (0.0, 2.0, 8.0)  # --many-classes
-
 
 #: TREC's fine labels as words (no label the start of another: the constrained read needs that).
 TREC_WORDS = {
@@ -114,6 +116,20 @@ def timed(task: common.Task, one_read: float, fit_texts: int | None, engine_opti
     return clf, proba, {"texts": len(task.texts), "seconds_per_text": per_text, "cost_vs_one_read": per_text / one_read}
 
 
+def readers(margin: float) -> dict[str, dict[str, Any]]:
+    """Each reader's name and estimator parameters: the exact and the constrained read, each also pruned
+    at ``margin``, then the other label modes."""
+    return {
+        "full_sequence": {"label_mode": "full_sequence"},
+        f"full_sequence, prune_margin={margin:g}": {"label_mode": "full_sequence", "prune_margin": margin},
+        "constrained": {"label_mode": "constrained"},
+        f"constrained, prune_margin={margin:g}": {"label_mode": "constrained", "prune_margin": margin},
+        "full_sequence, length_norm=token": {"label_mode": "full_sequence", "length_norm": "token"},
+        "first_token": {"label_mode": "first_token"},
+        "options": {"label_mode": "options"},
+    }
+
+
 def ours(sets: list[common.Task], n_sst2: int, margin: float, engine_options: dict | None) -> dict[str, Any]:
     """The yardstick and the estimator's readings, in this process."""
     from bench.contenders import one_read_s
@@ -124,86 +140,41 @@ def ours(sets: list[common.Task], n_sst2: int, margin: float, engine_options: di
     rows: list[dict[str, Any]] = []
     for task in sets:
         probas: dict[str, np.ndarray] = {}
-        for mode in ("full_sequence", "constrained"):
-            for prune in (None, margin):
-                reader = f"{mode}" + ("" if prune is None else f", prune_margin={prune:g}")
-                try:
-                    clf, proba, timing = timed(task, one_read, 4, engine_options, label_mode=mode, prune_margin=prune)
-                except ValueError as exc:
-                    rows.append({"task": task.name, "reader": reader, "error": str(exc)})
-                    continue
-                reads = len(clf.plans_[0].trie.reads) if prune is None else _pruned_reads(clf, task.texts[:40])
-                row = {"task": task.name, "reader": reader, "texts": timing["texts"], "classes": len(clf.classes_),
-                       "reads_per_text": reads, "seconds_per_text": timing["seconds_per_text"],
-                       "cost_vs_one_read": timing["cost_vs_one_read"], **metrics(task, proba, clf.classes_)}
-                probas[reader] = proba
-                exact = probas.get("full_sequence")
-                if exact is not None:
-                    row["argmax_agrees_with_exact"] = float((proba.argmax(1) == exact.argmax(1)).mean())
-                if mode == "constrained" and prune is not None and "constrained" in probas:
-                    unpruned = probas["constrained"]
-                    row["predict_equals_unpruned_constrained"] = bool((proba.argmax(1) == unpruned.argmax(1)).all())
-                rows.append(row)
-                print(row, flush=True)
+        for reader, params in readers(margin).items():
+            try:
+                clf, proba, timing = timed(task, one_read, 4, engine_options, **params)
+            except ValueError as exc:
+                rows.append({"task": task.name, "reader": reader, "error": str(exc)})
+                continue
+            pruned = "prune_margin" in params
+            reads = _pruned_reads(clf, task.texts[:40]) if pruned else len(clf.plans_[0].trie.reads)
+            row = {"task": task.name, "reader": reader, "texts": timing["texts"], "classes": len(clf.classes_),
+                   "reads_per_text": reads, "seconds_per_text": timing["seconds_per_text"],
+                   "cost_vs_one_read": timing["cost_vs_one_read"], **metrics(task, proba, clf.classes_)}
+            probas[reader] = proba
+            exact = probas.get("full_sequence")
+            if exact is not None:
+                row["argmax_agrees_with_exact"] = float((proba.argmax(1) == exact.argmax(1)).mean())
+            if params["label_mode"] == "constrained" and pruned and "constrained" in probas:
+                unpruned = probas["constrained"]
+                row["predict_equals_unpruned_constrained"] = bool((proba.argmax(1) == unpruned.argmax(1)).all())
+            rows.append(row)
+            print(row, flush=True)
     info = engine_info()
     settings = [e["settings"] for e in info["engines"]] if info["engines"] else None
     return {"one_read_s": one_read, "sst2_texts": n_sst2, "rows": rows, "engine_settings": settings}
 
 
-def many_classes(n_texts: int, n_sst2: int) -> dict[str, Any]:
-    """``--many-classes``: the yardstick and the estimator's exact and pruned reads, in this process."""
-    from bench.contenders import one_read_s
+def raw_constrained(task: common.Task) -> dict[str, Any]:
+    """Raw vLLM reading the constrained prefixes, in this (child) process: warmed up, one timed pass."""
+    from bench.contenders import RawConstrained
 
-    from llm_label_clf import engine_info
-
-    one_read = one_read_s(n_sst2)
-    task = common.banking77(1).subset(n_texts)
-    rows: list[dict[str, Any]] = []
-    exact_proba = None
-    for margin in (None, *MARGINS):
-        clf, proba, timing = timed(task, one_read, None, prune_margin=margin)
-        name = "exact" if margin is None else f"prune_margin={margin:g}"
-        row = {"reader": f"LLMLabelClassifier, {name}", **timing,
-               "accuracy": float((clf.classes_[proba.argmax(axis=1)] == task.y).mean()),
-               "reads_per_text": len(clf.plans_[0].trie.reads) if margin is None else None}
-        if margin is None:
-            exact_proba = proba
-        else:
-            row["max_abs_dp_vs_exact"] = float(np.abs(proba - exact_proba).max())
-            row["argmax_agrees_with_exact"] = float((proba.argmax(1) == exact_proba.argmax(1)).mean())
-        rows.append(row)
-        print(row, flush=True)
-    info = engine_info()
-    return {"one_read_s": one_read, "sst2_texts": n_sst2, "rows": rows,
-            "engine_settings": info["engines"][0]["settings"] if info["engines"] else None}
-
-
-def baseline(kind: str, task: common.Task) -> dict[str, Any]:
-    """A baseline (``raw``, ``constrained`` or ``skorch``) in this (child) process: warmed up, one timed pass."""
-    from bench.common import sizes
-    from bench.contenders import RawConstrained, RawVllm, Skorch
-
-    runner = {"raw": RawVllm, "constrained": RawConstrained, "skorch": Skorch}[kind](sizes(quick=True))
+    runner = RawConstrained(common.sizes(quick=True))
     runner.start()
-    if kind == "skorch":  # skorch learns its classes from y: fit it on every intent, not just these texts'
-        runner._fit(common.Task(task.name, list(task.classes), task.classes, task.prompt, task.labels))
-    runner.predict(task, task.texts[: 2 if kind == "constrained" else 1])  # warm-up
+    runner.predict(task, task.texts[:2])  # warm-up
     out, (seconds,) = common.timed_passes(lambda: runner.predict(task, task.texts), 1, lambda: runner.reset(task))
-    texts, per_text = len(task.texts), seconds / len(task.texts)
-    if kind == "constrained":
-        return {"task": task.name, "reader": runner.name, "texts": texts, "reads_per_text": out["reads_per_text"],
-                "seconds_per_text": per_text, **metrics(task, out["proba"], task.classes)}
-    pred = task.classes[np.asarray(out["proba"]).argmax(axis=1)]
-    return {"reader": runner.name, "texts": texts, "seconds_per_text": per_text,
-            "accuracy": float((pred == task.y).mean()), "reads_per_text": out.get("reads_per_text")}
-
-
-def in_child(argv: list[str], failed: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """``baseline`` in a child process (this script with ``argv``); ``failed`` with the error where it fails."""
-    try:
-        return common.run_child([sys.executable, __file__, *argv], env=env).message
-    except RuntimeError as exc:
-        return {**failed, "error": str(exc)[-2000:]}
+    return {"task": task.name, "reader": runner.name, "texts": len(task.texts), "reads_per_text": out["reads_per_text"],
+            "seconds_per_text": seconds / len(task.texts), **metrics(task, out["proba"], task.classes)}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -266,21 +237,66 @@ def many_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def label_modes_markdown(doc: dict[str, Any]) -> str:
+    """``label_modes.md``: per dataset and label mode, reads, texts/s and scores; TREC's two outputs."""
+    lines = [
+        "| dataset | mode | reads/text | texts/s | cost/text vs first_token | accuracy | macro-F1 |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for dataset, modes in doc["datasets"].items():
+        base = modes.get("first_token", {}).get("texts_per_s") or modes.get("options", {}).get("texts_per_s")
+        for name, r in modes.items():
+            if "error" in r:
+                lines.append(f"| {dataset} | {name} | - | - | - | not possible: {r['error']} | |")
+                continue
+            cost = f"{base / r['texts_per_s']:.2f}x" if base else "-"
+            lines.append(
+                f"| {dataset} ({r['n']} texts) | {name} | {r['reads_per_text']} | {r['texts_per_s']:.1f} | {cost} "
+                f"| {r['accuracy']:.3f} | {r['macro_f1']:.3f} |"
+            )
+    trec = doc["trec_outputs"]
+    both = trec["both outputs"]
+    lines += [
+        "",
+        f"TREC ({trec['n']} texts), two outputs in one estimator (separate reads sharing the cached text):",
+        "",
+        "| read | texts/s | accuracy (coarse) | accuracy (fine) |",
+        "|---|---:|---:|---:|",
+        f"| both outputs | {both['texts_per_s']:.1f} | {both['accuracy'][0]:.3f} | {both['accuracy'][1]:.3f} |",
+        f"| coarse alone | {trec['label']['texts_per_s']:.1f} | {trec['label']['accuracy']:.3f} | |",
+        f"| fine alone | {trec['fine_label']['texts_per_s']:.1f} | | {trec['fine_label']['accuracy']:.3f} |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def page(doc: dict[str, Any]) -> str:
+    """``--render``: the page of whichever results file ``doc`` is."""
+    if "datasets" in doc:
+        return label_modes_markdown(doc)
+    return many_markdown(doc) if "texts" in doc else markdown(doc)
+
+
+def name(args: Any) -> str:
+    """The results file's name: ``--many-classes`` and ``--label-modes`` name the left-tree runs' pages."""
+    if args.many_classes:
+        return "many_classes"
+    if args.label_modes:
+        return "label_modes"
+    return "constrained" + (f"-{args.dtype}" if args.dtype else "")
+
+
 def main() -> None:
     parser = common.parser(__doc__)
-    parser.add_argument("--texts", type=int, default=None, help="cap every set at N texts (--many-classes: 24)")
+    parser.add_argument("--texts", type=int, default=None, help="cap every set at N texts")
     parser.add_argument("--dtype", default=None, help="engine dtype (default: the package's choice on this CPU)")
     parser.add_argument("--raw", help=argparse.SUPPRESS)
-    parser.add_argument("--contender", choices=["raw", "skorch"], help=argparse.SUPPRESS)
-    args = common.arguments(parser, lambda doc: (many_markdown if "texts" in doc else markdown)(doc), lambda a: (
-        "many_classes" if a.many_classes else "constrained" + (f"-{a.dtype}" if a.dtype else "")),
-        many_classes=False, banking_per_intent=3, trec=500, agnews=400, sst2=96, margin=2.0, no_raw=False,
-        skorch_texts=3, baselines_only=False)
-    if args.many_classes:
-        return main_many_classes(args)
+    args = common.arguments(parser, page, name, many_classes=False, label_modes=False, banking_per_intent=3,
+                            trec=500, agnews=400, sst2=96, margin=2.0)
+    if args.many_classes or args.label_modes:
+        sys.exit(f"{args.name}: only --render is here; the run is at commit 75ea201 (bench/constrained.py's docstring)")
     sets = tasks(args.banking_per_intent, args.trec, args.agnews, args.texts)
     if args.raw:
-        common.emit(baseline("constrained", next(t for t in sets if t.name == args.raw)))
+        common.emit(raw_constrained(next(t for t in sets if t.name == args.raw)))
         return
     from llm_label_clf import shutdown_engines
     from llm_label_clf.engines.hardware import DTYPE_ENV
@@ -292,30 +308,15 @@ def main() -> None:
     argv = [f"--banking-per-intent={args.banking_per_intent}", f"--trec={args.trec}", f"--agnews={args.agnews}"]
     argv += [f"--texts={args.texts}"] if args.texts else []
     env = {**os.environ, DTYPE_ENV: args.dtype} if args.dtype else None
-    for task in [] if args.no_raw else sets:
-        failed = {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes"}
-        doc["rows"].append(in_child(["--raw", task.name, *argv], failed, env))
-        print(doc["rows"][-1], flush=True)
+    for task in sets:
+        try:
+            row = common.run_child([sys.executable, __file__, "--raw", task.name, *argv], env=env).message
+        except RuntimeError as exc:
+            row = {"task": task.name, "reader": "raw vllm.LLM.generate, constrained prefixes",
+                   "error": str(exc)[-2000:]}
+        doc["rows"].append(row)
+        print(row, flush=True)
     print(common.write(args.name, doc, markdown))
-
-
-def main_many_classes(args: argparse.Namespace) -> None:
-    n_texts = args.texts or 24
-    if args.contender:
-        common.emit(baseline(args.contender, common.banking77(1).subset(n_texts)))
-        return
-    if args.baselines_only:
-        doc = common.load(args.name)
-        doc["rows"] = [r for r in doc["rows"] if r["reader"].startswith("LLMLabelClassifier")]
-    else:
-        from llm_label_clf import shutdown_engines
-
-        doc = common.record(texts=n_texts)
-        doc.update(many_classes(n_texts, args.sst2))
-        shutdown_engines()  # the baselines get the cores to themselves
-    for name, n in (("raw", doc["texts"]), ("skorch", args.skorch_texts)):
-        doc["rows"].append(in_child(["--many-classes", "--contender", name, "--texts", str(n)], {"reader": name}))
-    print(common.write(args.name, doc, many_markdown))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from bench.common import (
     DEMO_INSTRUCTIONS,
@@ -33,7 +34,6 @@ from bench.common import (
     render,
     scores,
     skorch_sst2,
-    softmax_rows,
     sst2,
     timed_passes,
     warmup_texts,
@@ -172,7 +172,7 @@ class RawVllm(Contender):
 
     def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
         reads = len(label_reads(self.tokenizer(), task, self.constrained)[1])
-        return {"proba": softmax_rows(raw_reads(self.llm, task, texts, self.constrained)), "reads_per_text": reads}
+        return {"proba": softmax(raw_reads(self.llm, task, texts, self.constrained), axis=1), "reads_per_text": reads}
 
     def reset(self, task: Task) -> None:
         self.llm.reset_prefix_cache()
@@ -358,7 +358,7 @@ class HfForward(_Transformers):
     name = f"transformers batched forward ({HF_DTYPE}, batch {HF_BATCH})"
 
     def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
-        return {"proba": softmax_rows(hf_reads(self.model, self.tok, task, texts))}
+        return {"proba": softmax(hf_reads(self.model, self.tok, task, texts), axis=1)}
 
 
 def parse_label(completion: str, task: Task) -> str | None:

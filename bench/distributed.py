@@ -201,11 +201,10 @@ def _dask(clf: Any, frame: Any, warmup: int, texts: int, passes: int, batch: int
 
 def run_contender(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """One contender in a fresh process, its process tree's RSS sampled."""
-    load_start = os.getloadavg()[0]
     ran = common.run_child([sys.executable, __file__, "--child", name, "--texts", str(args.texts), "--warmup",
                      str(args.warmup), "--passes", str(args.passes), "--batch", str(args.batch)], timeout=1800)
     return {**ran.message, "wall_s": ran.seconds, "peak_rss_gib": ran.memory.peak / 2**30,
-            "load_avg_1m": [load_start, os.getloadavg()[0]], "pass_median_s": statistics.median(ran.message["pass_s"])}
+            "load_avg_1m": ran.load_avg_1m, "pass_median_s": statistics.median(ran.message["pass_s"])}
 
 
 #: The projection's job: rows scored, and cluster sizes (one actor per GPU).
@@ -381,7 +380,6 @@ def _peak(samples: list[tuple[float, int]], lo: float, hi: float) -> float | Non
 
 def run_size(rows: int, batch: int) -> dict[str, Any]:
     """One size in a fresh process, its process tree's RSS sampled."""
-    load_start = os.getloadavg()[0]
     ran = common.run_child([sys.executable, __file__, "--streaming-child", str(rows), "--batch", str(batch)])
     r, samples = ran.message, ran.memory.samples
     first = r["score_began"] + r["first_output_s"]
@@ -395,7 +393,7 @@ def run_size(rows: int, batch: int) -> dict[str, Any]:
         scoring_peak_rss_gib=_peak(samples, r["score_began"], r["score_ended"]),
         # after the first output, first half vs second half: a per-row leak shows as a rise
         steady_peak_rss_gib=[_peak(samples, first, middle), _peak(samples, middle, r["score_ended"])],
-        load_avg_1m=[load_start, os.getloadavg()[0]],
+        load_avg_1m=ran.load_avg_1m,
     )
     return r
 

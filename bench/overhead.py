@@ -1,9 +1,8 @@
 """What the estimator costs over raw vLLM, and whether a change moved it:
 ``predict_proba`` and raw ``vllm.LLM.generate`` label reads over the same
 SST-2 prompts, interleaved pass by pass (order rotating, prefix cache emptied
-before each pass); with ``--baseline DIR`` (a checkout of an older commit,
-``git worktree add /tmp/base HEAD~1``) its estimator joins the rotation.
-Reports texts/s, the median ratio to raw vLLM over passes and the share of
+before each pass); to see whether a change moved it, run it in a checkout of
+the commit before and compare the ratios. Reports texts/s, the median ratio to raw vLLM over passes and the share of
 a rough roofline's peak: the machine's arithmetic rate from its capability,
 cores and clock (per core and cycle, two FMA ports: float32 AVX2 32 FLOP,
 AVX-512 64; bfloat16 AMX 1024, AVX512_BF16 128, else float32's rate; the
@@ -12,7 +11,7 @@ work per text (2 FLOP per non-embedding weight per prompt token, plus the LM
 head once per read; attention over these short prompts left out). A rough
 guide: memory bandwidth, not arithmetic, bounds small batches.
 
-Run: ``python bench/overhead.py [--baseline DIR] [--passes N] [--quick] [--tag NAME]``;
+Run: ``python bench/overhead.py [--passes N] [--quick] [--tag NAME]``;
 writes ``bench/results/overhead[-NAME].json`` and ``.md``.
 """
 
@@ -138,22 +137,17 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = common.parser(__doc__)
-    parser.add_argument("--baseline", type=Path, help="a checkout of the commit to compare against")
-    args = common.arguments(parser, markdown, lambda a: ("quick/" if a.quick else "") + "overhead"
+    args = common.arguments(__doc__, markdown, lambda a: ("quick/" if a.quick else "") + "overhead"
                              + (f"-{a.tag}" if a.tag else ""), passes=3, quick=False, tag="")
     out = common.RESULTS / "quick" if args.quick else common.RESULTS
     from llm_label_clf.engines.hardware import cpu_info
 
     cpu = cpu_info()
     out.mkdir(parents=True, exist_ok=True)
-    doc = common.record(baseline=str(args.baseline) if args.baseline else None)
+    doc = common.record()
     began = time.perf_counter()
     sessions = {ANCHOR: Session(ANCHOR, args.quick, out / "overhead-raw.log"),
                 "clf": Session("clf", args.quick, out / "overhead-clf.log")}
-    if args.baseline:
-        sessions["clf_baseline"] = Session("clf", args.quick, out / "overhead-baseline.log",
-                                           root=args.baseline.resolve())
     cycles = interleaved(sessions, args.passes)
     workers = {name: session.close() for name, session in sessions.items()}
     settings, found = roofline(args.quick, cpu.capability, cpu.cores)

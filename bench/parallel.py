@@ -102,7 +102,7 @@ def run_config(name: str, config: dict[str, Any], texts: int) -> dict[str, Any]:
         finally:
             del os.environ[SHARED_DIR_ENV]
     return {**ran.message, "wall_s": ran.seconds, "peak_rss_gib": ran.memory.peak / 2**30,
-            "model_loads": len(engine_cores), "shared_servers": len(servers), "load_avg_1m": os.getloadavg()[0]}
+            "model_loads": len(engine_cores), "shared_servers": len(servers), "load_avg_1m": ran.load_avg_1m}
 
 
 def markdown(doc: dict[str, Any]) -> str:

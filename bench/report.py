@@ -77,19 +77,13 @@ def build(sessions: dict[str, dict[str, Any]], cycles: list[dict[str, Any]], sce
           ) -> dict[str, Any]:
     """The figures of ``summary.json``, after its record (``bench/results.py``)."""
     contenders = {k: summarize(sessions[k], cycles) for k in CONTENDER_ORDER if k in sessions}
-
-    def speed(name: str, task: str) -> float | None:
-        return ((contenders.get(name) or {}).get(task) or {}).get("texts_per_s")
-
     document: dict[str, Any] = {}
     for other, key in (("raw", "ratio_vs_raw_vllm"), ("skorch", "ratio_vs_skorch")):
         for task, suffix in (("sst2", ""), ("agnews", "_agnews")):
             document[key + suffix] = paired_ratio(cycles, task, "clf", other)
-            mine, theirs = speed("clf", task), speed(other, task)
-            document[key + suffix + "_of_medians"] = mine / theirs if mine and theirs else None
     document["ratio_method"] = (
         "median over interleaved cycles of (LLMLabelClassifier texts/s / other texts/s), both measured back to "
-        "back in the same cycle; *_of_medians: ratio of the median texts/s over all passes"
+        "back in the same cycle"
     )
     document["goals"] = {
         key: {"goal": f">= {target:g}", "value": document.get(key),

@@ -79,16 +79,15 @@ def serve(name: str, quick: bool) -> None:
 class Session:
     """The orchestrator's handle on one serving contender process."""
 
-    def __init__(self, name: str, quick: bool, log: Path, root: Path = ROOT) -> None:
-        """Starts contender ``name`` of the checkout at ``root`` (another checkout runs its own package)."""
+    def __init__(self, name: str, quick: bool, log: Path) -> None:
+        """Starts contender ``name``."""
         self.name = name
         self.memory_wait_s = wait_for_memory(NEEDS_GIB.get(name, 5.0))
         self.load_start = os.getloadavg()[0]
         self._log = log.open("w")
-        command = [sys.executable, str(root / "bench" / "run.py"), "--serve", name] + (["--quick"] if quick else [])
-        env = dict(os.environ, PYTHONPATH=str(root)) if root != ROOT else None
+        command = [sys.executable, str(Path(__file__).resolve()), "--serve", name] + (["--quick"] if quick else [])
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, cwd=root, env=env)
+                                     text=True, cwd=ROOT)
         self.started = self._read()
         self.passes: list[dict[str, Any]] = []
 
@@ -183,7 +182,7 @@ def main() -> None:
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--scenarios", action="store_true", help=argparse.SUPPRESS)
     args = common.arguments(parser, report.markdown, lambda a: ("quick/" if a.quick else "") + "summary",
-                             quick=False, no_readme=False)
+                             quick=False)
     if args.serve:
         serve(args.serve, args.quick)
         return
@@ -206,10 +205,7 @@ def main() -> None:
     scenario_results = run_scenarios(args.quick, out / "scenarios.log")
     doc.update(report.build(closed, cycles, scenario_results), finished=time.strftime("%Y-%m-%d %H:%M"),
                wall_s=time.perf_counter() - start)
-    text = common.write(args.name, doc, report.markdown)
-    print(text)
-    if not args.quick and not args.no_readme:
-        common.update_pages("bench", text)
+    print(common.write(args.name, doc, report.markdown))
 
 
 if __name__ == "__main__":

@@ -4,23 +4,24 @@ set (``--test`` texts, seed 0) and, from the other rows, ``--draws`` training
 sets at each of ``--sizes`` texts (every class at least once). Per draw: every
 fixed mode (``FIXED``), TF-IDF + LogisticRegression, and one default
 ``LLMLabelClassifierCV(n_repeats=--repeats)`` fit (a temperature fitted beside
-it only to record what it would do); each pick of a selection *variant* (rule
-x repeats {1, R} x candidates {all, fewer}, by ``rules.choose`` on the fit's
-split scores) fitted alone and scored on the test texts. Reports per dataset
-and size, mean ± standard error over draws: accuracy against the best fixed
-mode (a test-set oracle), zero-shot and batch calibration; macro-F1,
-log-loss, top-label ECE beside its floor, the estimates' bias against the
+it only to record what it would do), scored on the test texts. Reports per
+dataset and size, mean ± standard error over draws: accuracy against the best
+fixed mode (a test-set oracle), zero-shot and batch calibration; macro-F1,
+log-loss, top-label ECE beside its floor, the estimate's bias against the
 pick's test score, and ``fit_cost_``. Defaults are chosen on the design sets
-only (``SETS``). ``--render --name learning`` rewrites ``learning.md``, an
-earlier one-draw table of the fixed modes against TF-IDF (its script, at
-commit efc1eaf, left the tree in issue 53: this protocol answers its question).
+only (``SETS``).
+
+Draws run before issue 53 also re-read each fit's split scores by other
+rules, repeats and candidate sets (``variants`` in their JSON), and
+``--render --name learning`` rewrote ``learning.md``; commit 75ea201 holds
+that code and its tables.
 
 Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
 [--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--name NAME]
-[--resume [--rerun [--only DRAW ...]]]``; writes ``bench/results/NAME.json``
-(after every draw), ``NAME.md`` and ``NAME-summary.md`` (the block for
-docs/guide/learning.md: ``python bench/common.py selection FILE`` puts it
-there); NAME defaults to ``selection-protocol``.
+[--resume]``; writes ``bench/results/NAME.json`` (after every draw),
+``NAME.md`` and ``NAME-summary.md`` (the block for docs/guide/learning.md:
+``python bench/common.py selection FILE`` puts it there); NAME defaults to
+``selection-protocol``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ FIXED: dict[str, dict[str, Any]] = {
     "few_shot=4 + batch (prior from y)": {"few_shot": 4, "calibration": "batch"},
 }
 BATCH = "batch (prior from y)"
-FIT = "fit"  # the real LLMLabelClassifierCV fit (its defaults, R repeats)
 
 
 def draw_seed(name: str, n: int, draw: int) -> int:
@@ -188,93 +188,11 @@ def chose(params: dict[str, Any]) -> str:
     return " + ".join(parts)
 
 
-def fewer_mask(params: list[dict[str, Any]]) -> np.ndarray:
-    """The "fewer" candidates: no stacking; calibration None, batch or learned; no class weights."""
-    return np.array([not p.get("stack") and p.get("calibration") in (None, "batch", "learned")
-                     and p.get("class_weight") is None for p in params])
-
-
 def split_table(cv_results: dict[str, Any]) -> np.ndarray:
     """``split{k}_test_score`` as a (candidates, splits) array, k in order."""
     ks = sorted(int(key[5:-len("_test_score")]) for key in cv_results
                 if key.startswith("split") and key.endswith("_test_score"))
     return np.column_stack([np.asarray(cv_results[f"split{k}_test_score"], dtype=np.float64) for k in ks])
-
-
-def mean_sem(table: np.ndarray, n_folds: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row the mean over its split scores and its standard error as
-    ``cv_results_``'s ``sem_test_score`` (``rules.split_sem``); NaN where a split failed."""
-    from llm_label_clf.selection.rules import split_sem
-
-    return table.mean(axis=1), split_sem(table, n_folds)
-
-
-def variant_name(rule: str, repeats: int, which: str) -> str:
-    return f"{rule}/r{repeats}/{which}"
-
-
-def variant_picks(table: np.ndarray, complexity: np.ndarray, fewer: np.ndarray, n_folds: int,
-                  repeats: int) -> dict[str, dict[str, Any]]:
-    """Each variant's pick (a row of ``table``) and its estimates, from the
-    split scores alone: the 1-repeat variants use the first n_folds columns
-    (column = repeat * n_folds + fold)."""
-    from llm_label_clf.selection.rules import RULES, choose
-
-    if table.shape[1] != n_folds * repeats:
-        raise ValueError(f"{table.shape[1]} split columns are not {repeats} repeats of {n_folds} folds")
-    picks = {}
-    for rule in RULES:
-        for r in sorted({1, repeats}):
-            for which in ("all", "fewer"):
-                rows = np.flatnonzero(fewer) if which == "fewer" else np.arange(len(table))
-                sub = table[rows][:, : r * n_folds]
-                means, sems = mean_sem(sub, n_folds)
-                k = int(choose(means, sems, complexity[rows], rule, sub, n_folds))
-                # the nested estimate needs the inner splits' scores, which only the fit has (fit.held_out_score)
-                picks[variant_name(rule, r, which)] = {
-                    "index": int(rows[k]), "cv_mean": float(means[k]), "cv_sem": float(sems[k]),
-                    "estimate": None, "estimate_sem": None,
-                }
-    return picks
-
-
-def candidate_scores(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str],
-                     yt: np.ndarray, wanted: set[int]) -> tuple[list[dict[str, Any]], dict[int, np.ndarray]]:
-    """The ``wanted`` rows of ``cv_results_`` (the variants' picks) fitted alone
-    and scored on the test texts, with their probabilities; the others unscored."""
-    from sklearn.pipeline import FeatureUnion, Pipeline
-
-    from llm_label_clf import LLMLabelClassifier
-    from llm_label_clf.fitting.calibration import learned_seed
-    from llm_label_clf.selection.scores import StackingHead
-
-    rows, probas = [], {}
-    shown = sorted({row for p in search.readers_ if p.get("few_shot")
-                    for row in LLMLabelClassifier(**base).set_params(**p, calibration=None).fit(X, y).few_shot_rows_})
-    for i, params in enumerate(search.cv_results_["params"]):
-        row: dict[str, Any] = {"params": jsonable(params), "chose": chose(params),
-                               "complexity": int(search.cv_results_["complexity"][i])}
-        if i not in wanted:
-            rows.append(row)
-            continue
-        try:
-            if params.get("stack") and i == search.best_index_:
-                model = search.best_estimator_  # the refit's head is fitted on the scoring's reads
-            elif params.get("stack"):
-                union = FeatureUnion([(f"reader_{r}", LLMLabelClassifier(**base).set_params(**p, calibration=None))
-                                      for r, p in enumerate(search.readers_)])
-                head = StackingHead(params["class_weight"], learned_seed(base["random_state"]))
-                # not the refit (its head is fitted on the scoring's reads): fitted alone, leaving out the
-                # rows the readers show as examples
-                model = Pipeline([("features", union), ("head", head)]).fit(X, y, head__example_rows=shown)
-            else:
-                model = LLMLabelClassifier(**base).set_params(**params).fit(X, y)
-            probas[i] = model.predict_proba(Xt)
-            row["test"] = scores(model.classes_, probas[i], yt)
-        except ValueError as exc:
-            row["error"] = str(exc)
-        rows.append(row)
-    return rows, probas
 
 
 def training_draw(name: str, n: int, d: int, pool: Any) -> tuple[int, Any]:
@@ -306,7 +224,7 @@ def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int, wide
         # the fit first, so the training reads it makes (and its seconds) are its own
         began = time.perf_counter()
         try:
-            # the estimator's defaults but for the repeats the variants read, and a temperature fitted only
+            # the estimator's defaults but for the repeats asked for, and a temperature fitted only
             # to record what it would do: it changes no choice, and best_estimator_ is the default's model
             search = LLMLabelClassifierCV(LLMLabelClassifier(**base), n_repeats=repeats,
                                           recalibrate="temperature").fit(X, y)
@@ -340,18 +258,20 @@ def wide_test(search: Any, rest: Any, wide: int, seed: int) -> dict[str, Any]:
 
 def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str], yt: np.ndarray,
              repeats: int, fit_s: float) -> dict[str, Any]:
-    """The search's candidates, variants and real-fit numbers of one draw."""
+    """The search's candidates and the real fit's numbers of one draw."""
+    from llm_label_clf import LLMLabelClassifier
+
     cv = search.cv_results_
     table = split_table(cv)
     complexity = np.asarray(cv["complexity"], dtype=np.int64)
     n_folds = int(getattr(search, "n_folds_", table.shape[1] // repeats))
-    picks = variant_picks(table, complexity, fewer_mask(list(cv["params"])), n_folds, repeats)
-    wanted = {p["index"] for p in picks.values()} | {int(search.best_index_)}
-    rows, probas = candidate_scores(search, base, X, y, Xt, yt, wanted)
+    rows = [{"params": jsonable(params), "chose": chose(params), "complexity": int(c)}
+            for params, c in zip(cv["params"], complexity, strict=True)]
     without = search.best_estimator_.predict_proba(Xt)
     test_without = scores(search.classes_, without, yt)
-    own = picks[variant_name(search.rule, repeats, "all")]["index"]
-    sem = cv.get("sem_test_score")
+    alone = None  # the pick fitted alone; a stacked pick's refit is its only fit
+    if not search.best_params_.get("stack"):
+        alone = LLMLabelClassifier(**base).set_params(**search.best_params_).fit(X, y).predict_proba(Xt)
     fit = {
         "best_index": int(search.best_index_), "best_params": jsonable(search.best_params_),
         "chose": chose(search.best_params_), "best_score": float(search.best_score_),
@@ -368,16 +288,12 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
                         -np.log(np.clip(without[np.arange(len(yt)), np.searchsorted(search.classes_, yt)], 1e-12, 1))],
         "test_with_temperature": scores(search.classes_, search.predict_proba(Xt), yt),
         "pick_complexity": int(complexity[search.best_index_]),
-        "variant_matches_fit": own == int(search.best_index_),
         # small_data's unscored fallback: the last row, and no other pick lacks a mean
         "fallback": bool(np.isnan(search.best_score_)) and int(search.best_index_) == len(cv["params"]) - 1,
-        "sem_matches_fit": sem is not None and bool(
-            np.allclose(mean_sem(table, n_folds)[1], np.asarray(sem, dtype=float), equal_nan=True)),
-        "refit_vs_candidate_max_abs": (float(np.abs(probas[search.best_index_] - without).max())
-                                       if search.best_index_ in probas else None),
+        "refit_vs_candidate_max_abs": None if alone is None else float(np.abs(alone - without).max()),
     }
     return {"candidates": rows, "cv_splits": np.round(table, 6).tolist(), "complexity": complexity.tolist(),
-            "variants": picks, "fit": fit}
+            "fit": fit}
 
 
 # ------------------------------------------------------------- aggregates
@@ -400,51 +316,41 @@ def _diff(a: float | None, b: float | None, scale: float = 100.0) -> float | Non
 
 
 def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per variant (and the real fit) over the draws of one dataset and size:
-    mean, SE and count of accuracy differences (points), macro-F1, log-loss,
-    ECE, and the estimates' bias against the pick's test neg-log-loss."""
+    """The real fit over the draws of one dataset and size (``fit``; None
+    where every fit raised): mean, SE and count of accuracy differences
+    (points), macro-F1, log-loss, ECE, the estimate's bias against the pick's
+    test neg-log-loss, its temperature and cost; and the fixed baselines."""
     def best_fixed(r: dict[str, Any]) -> str | None:
         ok = {k: v["accuracy"] for k, v in r["fixed"].items() if "accuracy" in v}
         return max(ok, key=ok.__getitem__) if ok else None
 
-    def versus(r: dict[str, Any], test: dict[str, Any] | None) -> dict[str, float | None]:
-        acc, best = _acc(test), best_fixed(r)
-        return {"vs_best_fixed": _diff(acc, _acc(r["fixed"].get(best)) if best else None),
-                "vs_zero_shot": _diff(acc, _acc(r["fixed"].get("zero-shot"))),
-                "vs_batch": _diff(acc, _acc(r["fixed"].get(BATCH))),
-                **{m: (test or {}).get(m) for m in ("accuracy", "macro_f1", "log_loss", "ece", "ece_floor")}}
-
-    per: dict[str, list[dict[str, Any]]] = {}
-    picks: dict[str, Counter] = {}
-    for r in draws:
-        for v, pick in r.get("variants", {}).items():
-            test = r["candidates"][pick["index"]].get("test")
-            loss = None if test is None else -test["log_loss"]
-            per.setdefault(v, []).append({**versus(r, test), "estimate_bias": _diff(pick["estimate"], loss, 1.0),
-                                          "cv_mean_bias": _diff(pick["cv_mean"], loss, 1.0)})
-            picks.setdefault(v, Counter())[r["candidates"][pick["index"]]["chose"]] += 1
-        if "fit" in r:
-            f = r["fit"]
-            loss = -f["test_without_temperature"]["log_loss"]
-            per.setdefault(FIT, []).append({
-                **versus(r, f["test"]), "ece_without_temperature": f["test_without_temperature"]["ece"],
-                "log_loss_without_temperature": f["test_without_temperature"]["log_loss"],
-                **dict(zip(("estimate_bias", "estimate_covers"), estimate_against(f, -loss), strict=True)),
-                "cv_mean_bias": f["best_score"] - loss,
-                "log_loss_vs_zero_shot": _diff(-loss, (r["fixed"].get("zero-shot") or {}).get("log_loss"), 1.0),
-                "worse_than_zero_shot_005": (None if "log_loss" not in (r["fixed"].get("zero-shot") or {}) else
-                                             float(-loss - r["fixed"]["zero-shot"]["log_loss"] > 0.05)),
-                "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
-                **temperature_variants(f),
-                "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
-                "matches": float(f["variant_matches_fit"]), "sem_matches": float(f["sem_matches_fit"]),
-                "fallback": float(f.get("fallback", False)), **wide_fields(f)})
-            picks.setdefault(FIT, Counter())[f["chose"]] += 1
-    out: dict[str, Any] = {"draws": len(draws), "variants": {}}
-    for v, rows in per.items():
+    rows: list[dict[str, Any]] = []
+    picks: Counter = Counter()
+    for r in (r for r in draws if "fit" in r):
+        f = r["fit"]
+        acc, best, zero = _acc(f["test"]), best_fixed(r), r["fixed"].get("zero-shot") or {}
+        loss = -f["test_without_temperature"]["log_loss"]
+        rows.append({
+            "vs_best_fixed": _diff(acc, _acc(r["fixed"].get(best)) if best else None),
+            "vs_zero_shot": _diff(acc, _acc(r["fixed"].get("zero-shot"))),
+            "vs_batch": _diff(acc, _acc(r["fixed"].get(BATCH))),
+            **{m: f["test"].get(m) for m in ("accuracy", "macro_f1", "log_loss", "ece", "ece_floor")},
+            "ece_without_temperature": f["test_without_temperature"]["ece"],
+            "log_loss_without_temperature": f["test_without_temperature"]["log_loss"],
+            **dict(zip(("estimate_bias", "estimate_covers"), estimate_against(f, -loss), strict=True)),
+            "cv_mean_bias": f["best_score"] - loss,
+            "log_loss_vs_zero_shot": _diff(-loss, zero.get("log_loss"), 1.0),
+            "worse_than_zero_shot_005": None if "log_loss" not in zero else float(-loss - zero["log_loss"] > 0.05),
+            "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
+            **temperature_variants(f),
+            "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
+            "fallback": float(f.get("fallback", False)), **wide_fields(f)})
+        picks[f["chose"]] += 1
+    out: dict[str, Any] = {"draws": len(draws), "fit": None}
+    if rows:
         keys = dict.fromkeys(key for row in rows for key in row)  # newer draws record more
-        out["variants"][v] = {key: mean_se([row.get(key) for row in rows]) for key in keys}
-        out["variants"][v]["picks"] = dict(picks[v].most_common())
+        out["fit"] = {key: mean_se([row.get(key) for row in rows]) for key in keys}
+        out["fit"]["picks"] = dict(picks.most_common())
     out["baselines"] = {label: mean_se([_acc(r["fixed"].get(label)) for r in draws])
                         for label in ("zero-shot", BATCH)}
     out["baselines"]["best fixed (oracle)"] = mean_se([_acc(r["fixed"].get(best_fixed(r) or "")) for r in draws])
@@ -490,15 +396,10 @@ def temperature_variants(f: dict[str, Any]) -> dict[str, float | None]:
     if with_t is None:
         return {}
     complex_pick = f["pick_complexity"] >= 2
-    gain = f.get("temperature_gain")
     out: dict[str, float | None] = {"overconfidence": without.get("overconfidence")}
     for metric in ("ece", "log_loss", "overconfidence"):
         out[f"{metric}_with_temperature"] = with_t.get(metric)
         out[f"{metric}_temperature_if_complex"] = (with_t if complex_pick else without).get(metric)
-        if gain is not None:  # recorded by the nested-temperature experiment (its branch was not kept)
-            out[f"{metric}_temperature_if_gain"] = (with_t if gain > 0 else without).get(metric)
-    if gain is not None:
-        out["temperature_applied_if_gain"] = float(gain > 0)
     return out
 
 
@@ -511,27 +412,6 @@ def aggregates(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for (name, n), draws in sorted(groups.items(), key=lambda item: (list(SETS).index(item[0][0]), item[0][1])):
         out.setdefault(name, {})[str(n)] = aggregate(draws)
     return out
-
-
-def design_ranking(agg: dict[str, dict[str, Any]], n: str) -> list[tuple[str, dict[str, list[Any]]]]:
-    """Per variant, the mean over the design datasets (those run at ``n``
-    texts) of each dataset's mean, with the SEs combined; best vs_best_fixed first."""
-    names = [name for name in agg if SETS[name][1] == "design" and n in agg[name]]
-    found: dict[str, dict[str, list[Any]]] = {}
-    # the fit is best/r1/all where small_data's fallback does not fire, and the fallback where it does
-    variants = {v for name in names for v in agg[name][n]["variants"]}
-    for v in variants:
-        cells = [agg[name][n]["variants"].get(v) for name in names]
-        if any(c is None for c in cells):
-            continue
-        found[v] = {}
-        for key in ("vs_best_fixed", "vs_zero_shot", "ece", "log_loss"):
-            means = [c[key][0] for c in cells]
-            ses = [c[key][1] or 0.0 for c in cells]
-            found[v][key] = ([float(np.mean(means)), float(np.sqrt(np.sum(np.square(ses)))) / len(ses), len(means)]
-                             if None not in means else [None, None, 0])
-    ranked = [item for item in found.items() if item[1]["vs_best_fixed"][0] is not None]
-    return sorted(ranked, key=lambda item: (-item[1]["vs_best_fixed"][0], item[0]))  # ties by name: reruns agree
 
 
 # ---------------------------------------------------------------- Markdown
@@ -592,21 +472,17 @@ def markdown(doc: dict[str, Any]) -> str:
         (f"Per dataset a fixed stratified test set of {p['test']} texts (seed {TEST_SEED}); training sets drawn "
          f"from the other rows ({p['draws']} draws per size, every class at least once). One "
          "`LLMLabelClassifierCV` fit per draw with its defaults (`rule=\"guarded\"` since 2026-12-04, "
-         "`rule=\"best\"` before, `small_data=\"fallback\"`, no "
-         "temperature) and "
+         "`rule=\"best\"` before, `small_data=\"fallback\"`, no temperature) and "
          f"`n_repeats` per dataset: {repeats_used(doc)} (the first sst2 draws fitted `rule=\"one_se\"` with a "
          "temperature; the 16-text draws and one 32-text draw before `small_data` existed fitted the search alone, and "
-         "were rerun where the fallback fires); each variant (rule / repeats / candidates) is that fit's split "
-         "scores re-read, the search's own choice (as `small_data=\"search\"`, so the fit − `best/r1/all` is what "
-         "the fallback changed): "
-         "`*/r1/*` uses the first repeat's folds only; `fewer` = no stacking, calibration None, batch or "
-         "learned without class weights. "
+         "were rerun where the fallback fires). "
          "Differences are in accuracy points (mean ± SE over draws); the best fixed mode is chosen per draw by "
-         "test accuracy (an oracle). Variants' ECE and log-loss are without temperature; "
+         "test accuracy (an oracle). ECE and log-loss are without temperature; "
          "ECE floor: what perfectly calibrated probabilities would show on these test texts (labels drawn from "
          "the predicted probabilities), the noise an ECE of 300 texts carries. Bias: estimate − "
-         "the pick's test neg-log-loss (no temperature). `fit` is the "
-         "real fit."), "",
+         "the pick's test neg-log-loss (no temperature). The selection variants (other rules, repeats and "
+         "candidate sets on the same split scores) of draws run before issue 53 are in the JSON; their tables "
+         "are this page at commit 75ea201."), "",
         "Design sets (defaults chosen here): " + ", ".join(k for k, v in SETS.items() if v[1] == "design")
         + ". Report sets (run only to report): " + ", ".join(k for k, v in SETS.items() if v[1] == "report") + ".",
     ]
@@ -614,50 +490,37 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"- {name} ({info['set']}): `{info['file']}`, {info['classes']} classes, {info['test']} test "
                      f"texts, a pool of {info['pool']} to draw from.")
     lines += [f"- Note: {note}" for note in doc.get("notes", [])]
-    lines += ["", "## Which variant wins on the design sets", "",
-              "Mean over the design datasets of each dataset's mean (SEs combined); ranked by CV − best fixed.", ""]
-    for n in sizes_of(agg):
-        ranking = design_ranking(agg, n)
-        if not ranking:
-            continue
-        top = ranking[0][1]["vs_best_fixed"][0]
-        names = [name for name in agg if SETS[name][1] == "design" and n in agg[name]]
-        lines += [f"**{n} texts** ({', '.join(names)})", "",
-                  "| variant | CV − best fixed | lost by | CV − zero-shot | ECE | log-loss |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        for v, c in ranking:
-            lines.append(f"| {v} | {pm(c['vs_best_fixed'])} | {top - c['vs_best_fixed'][0]:.1f} "
-                         f"| {pm(c['vs_zero_shot'])} | {pm(c['ece'], 3, False)} | {pm(c['log_loss'], 3, False)} |")
-        lines.append("")
+    lines.append("")
     for kind in ("design", "report"):
         for n in sizes_of(agg):
             names = [name for name in agg if SETS[name][1] == kind and n in agg[name]]
             if not names:
                 continue
             lines += [f"## {kind.capitalize()} sets, {n} training texts", "",
-                      "| dataset | variant | accuracy | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE "
+                      "| dataset | accuracy | CV − best fixed | CV − zero-shot | CV − batch | macro-F1 | ECE "
                       "| log-loss | estimate bias | CV-mean bias | most picked |",
-                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
             for name in names:
-                a = agg[name][n]
-                for v, c in sorted(a["variants"].items(), key=lambda item: (item[0] == FIT, item[0])):
-                    top = next(iter(c["picks"].items()), ("–", 0))
-                    lines.append(
-                        f"| {name} | {'**fit**' if v == FIT else v} | {pm(c['accuracy'], 3, False)} "
-                        f"| {pm(c['vs_best_fixed'])} | {pm(c['vs_zero_shot'])} | {pm(c['vs_batch'])} "
-                        f"| {pm(c['macro_f1'], 3, False)} | {pm(c['ece'], 3, False)} | {pm(c['log_loss'], 3, False)} "
-                        f"| {pm(c['estimate_bias'], 3)} | {pm(c['cv_mean_bias'], 3)} | {top[0]} ({top[1]}) |")
+                c = agg[name][n]["fit"]
+                if c is None:
+                    continue
+                top = next(iter(c["picks"].items()), ("–", 0))
+                lines.append(
+                    f"| {name} | {pm(c['accuracy'], 3, False)} "
+                    f"| {pm(c['vs_best_fixed'])} | {pm(c['vs_zero_shot'])} | {pm(c['vs_batch'])} "
+                    f"| {pm(c['macro_f1'], 3, False)} | {pm(c['ece'], 3, False)} | {pm(c['log_loss'], 3, False)} "
+                    f"| {pm(c['estimate_bias'], 3)} | {pm(c['cv_mean_bias'], 3)} | {top[0]} ({top[1]}) |")
             lines += ["", "| dataset | draws | zero-shot | batch (y) | best fixed (oracle) | TF-IDF + LR | fit: ECE "
-                      "without temperature | temperature | zero-shot passes | fit s | fit_cost_ s | pick = variant "
+                      "without temperature | temperature | zero-shot passes | fit s | fit_cost_ s "
                       "| fallback | best fixed modes |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
             for name in names:
-                a, f = agg[name][n], agg[name][n]["variants"].get(FIT)
+                a, f = agg[name][n], agg[name][n]["fit"]
                 b = a["baselines"]
-                fit_cells = ("| – " * 7 if f is None else
+                fit_cells = ("| – " * 6 if f is None else
                              f"| {pm(f['ece_without_temperature'], 3, False)} | {pm(f['temperature'], 2, False)} "
                              f"| {pm(f['zero_shot_passes'], 1, False)} | {pm(f['fit_s'], 0, False)} "
-                             f"| {pm(f['fit_cost_seconds'], 0, False)} | {pm(f['matches'], 2, False)} "
+                             f"| {pm(f['fit_cost_seconds'], 0, False)} "
                              f"| {pm(f.get('fallback', [0.0, None, 0]), 2, False)} ")
                 modes = ", ".join(f"{k} ({v})" for k, v in a["best_fixed_modes"].items())
                 lines.append(f"| {name} | {a['draws']} | {pm(b['zero-shot'], 3, False)} | {pm(b[BATCH], 3, False)} "
@@ -700,7 +563,7 @@ def aims(f: dict[str, Any]) -> list[str]:
 def summary(doc: dict[str, Any]) -> str:
     """The block for docs/guide/learning.md, between its selection markers:
     the default fit, one row per dataset and size, and which aims it meets
-    (the variants, temperatures and wide tests are in the full page)."""
+    (the temperatures and wide tests are in the full page)."""
     agg, p = doc["aggregates"], doc["protocol"]
     lines = ["<!-- selection:start -->", machine_line(doc), "",
              (f"Protocol: per dataset a fixed test set of {p['test']} texts and {p['draws']} random training sets "
@@ -717,7 +580,7 @@ def summary(doc: dict[str, Any]) -> str:
     for name in sorted(agg, key=lambda k: (SETS[k][1] != "report", k)):
         for n in sorted(agg[name], key=int):
             a = agg[name][n]
-            f = a["variants"].get(FIT)
+            f = a["fit"]
             if f is None:
                 continue
             covers, worse = f.get("estimate_covers", [None]), f.get("worse_than_zero_shot_005", [None, None, 0])
@@ -748,7 +611,7 @@ def fit_table(agg: dict[str, dict[str, Any]], key: str, intro: str,
     rows = [f"| {name} ({SETS[name][1]}) | {n} | {f[key][2]} | "
             + " | ".join(pm(f.get(field), digits, signed) for _, field, digits, signed in columns) + " |"
             for name, sizes in agg.items() for n, a in sizes.items()
-            if (f := a["variants"].get(FIT, {})).get(key, [None])[0] is not None]
+            if (f := a["fit"] or {}).get(key, [None])[0] is not None]
     if not rows:
         return []
     return ["", intro, "", "| dataset | texts | draws | " + " | ".join(c[0] for c in columns) + " |",
@@ -778,20 +641,13 @@ def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
         "and log-loss as the default gives them, with the temperature on every pick, and only on few-shot "
         "and stacked picks; overconfidence is the mean top-label probability minus accuracy. Every draw "
         "here was run before 2026-12-04, with the temperature unshrunk (`temperature.shrunk` now keeps "
-        "m / (m + 64) of its log). \"T if nested "
-        "gain\" is an earlier experiment (`recalibrate=\"auto\"`, not merged; its branch was not kept): the "
-        "temperature only where a nested check (T fitted without the split that scores it, on the candidate "
-        "chosen without it) lowered that split's log-loss; \"applied\" is the share of draws where it did "
-        "(– where the draws were not run with it)."), [
+        "m / (m + 64) of its log)."), [
         ("ECE", "ece", 3, False), ("ECE, T always", "ece_with_temperature", 3, False),
         ("ECE, T on few-shot/stacked", "ece_temperature_if_complex", 3, False), ("log-loss", "log_loss", 3, False),
         ("log-loss, T always", "log_loss_with_temperature", 3, False),
         ("log-loss, T on few-shot/stacked", "log_loss_temperature_if_complex", 3, False),
         ("overconfidence", "overconfidence", 3, True),
-        ("overconfidence, T always", "overconfidence_with_temperature", 3, True),
-        ("ECE, T if nested gain", "ece_temperature_if_gain", 3, False),
-        ("log-loss, T if nested gain", "log_loss_temperature_if_gain", 3, False),
-        ("applied", "temperature_applied_if_gain", 2, False)])
+        ("overconfidence, T always", "overconfidence_with_temperature", 3, True)])
 
 
 def pages(name: str, doc: dict[str, Any], *, record: bool = True) -> str:
@@ -805,27 +661,6 @@ def pages(name: str, doc: dict[str, Any], *, record: bool = True) -> str:
     text = summary(doc)
     (common.RESULTS / f"{name}-summary.md").write_text(text)
     return text
-
-
-def learning_markdown(doc: dict[str, Any]) -> str:
-    """``learning.md``: per dataset and method, the scores and texts/s of one draw of k texts per class."""
-    lines = [
-        "| dataset | method | accuracy | macro-F1 | log-loss | ECE | texts/s |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, rows in doc["datasets"].items():
-        for label, r in rows.items():
-            speed = f"{r['texts_per_s']:.1f}" if "texts_per_s" in r else "-"
-            lines.append(
-                f"| {name} | {label} | {r['accuracy']:.3f} | {r['macro_f1']:.3f} | {r['log_loss']:.3f} "
-                f"| {r['ece']:.3f} | {speed} |"
-            )
-    for name, rows in doc["datasets"].items():
-        zero, few = rows.get("zero-shot"), rows.get("few-shot k=4")
-        if zero and few:
-            lines.append(f"\n{name}: cost per text of k=4 few-shot vs zero-shot: "
-                         f"{zero['texts_per_s'] / few['texts_per_s']:.2f}x")
-    return "\n".join(lines) + "\n"
 
 
 def prewarm(test: Any) -> None:
@@ -851,21 +686,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4,
                         help="the fit's n_repeats (the default estimator has 1: what report runs use)")
     parser.add_argument("--resume", action="store_true", help="keep the draws already in the JSON, skip them")
-    parser.add_argument("--rerun", action="store_true",
-                        help="with --resume: run the named datasets' and sizes' draws again, replacing them")
     parser.add_argument("--wide", type=int, default=0, metavar="TEXTS",
                         help="also score the fit on this many texts of the pool it was not trained on (per draw)")
-    parser.add_argument("--only", type=int, nargs="+", metavar="DRAW",
-                        help="with --rerun: only these draw numbers (say, those where a new default changes the fit)")
     parser.add_argument("--name", default="selection-protocol",
                         help="the results' file name in bench/results (a new protocol run beside the recorded one)")
     args = parser.parse_args()
-    if args.render and "draws" not in (doc := common.load(args.name)):  # learning.json
-        print(text := learning_markdown(doc))
-        (common.RESULTS / f"{args.name}.md").write_text(text)
-        return
     if args.render:
-        print(pages(args.name, doc, record=False))
+        print(pages(args.name, common.load(args.name), record=False))
         return
     names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
     from llm_label_clf import engine_info
@@ -901,8 +728,7 @@ def main() -> None:
         if any(n > len(pool) / 2 for n in sizes):
             notes.append(f"{name}: a pool of {len(pool)} texts, so draws of more than half of it share many texts")
         doc["notes"] += [note for note in notes if note not in doc["notes"]]
-        pending = [(d, n) for d in range(args.draws) for n in sizes
-                   if (args.rerun and (args.only is None or d in args.only)) or f"{name}/{n}/{d}" not in doc["draws"]]
+        pending = [(d, n) for d in range(args.draws) for n in sizes if f"{name}/{n}/{d}" not in doc["draws"]]
         if not pending:
             continue
         cache = ReadCache()  # one per dataset: every fit and draw reuses its reads

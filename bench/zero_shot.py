@@ -237,8 +237,6 @@ def multilabel_table(names: list[str], draws: int, n_fit: int) -> dict[str, Any]
 
 def public_sets_dir() -> Path:
     """Where ``bench/public_sets.py`` wrote the public sets."""
-    import os
-
     return Path(os.environ.get("LLM_LABEL_CLF_PUBLIC_SETS", Path.home() / ".cache/llm_label_clf/datasets"))
 
 
