@@ -1,30 +1,26 @@
-"""Does memory stay flat as the input grows? Peak RSS, each size after the last:
+"""Does the command line's memory stay flat as the input grows? ``--cli``:
+``llm-label-clf classify`` in fresh processes, sampled every 0.1 s: the
+command's own path (survey pass, chunked reader, per-chunk ``predict_proba``,
+writer, progress file) on 10,000 and 1,000,000 rows (``--rows``), the fitted
+classifier replaced by a stub returning fixed probabilities (the engine's
+memory does not depend on the rows, and a million rows through it would take
+hours); then the real command with its engine on the first ``--engine-rows``
+rows (0 skips it), its own process and its process tree. Input: SST-2 dev
+texts cycled, each prefixed with its row number, CSV.
 
-- the estimator (default): ``predict_proba`` on 1k, 10k (or ``--sizes``) SST-2
-  dev texts in one process (every prompt distinct), the process tree's peak
-  after each size: texts stream through the engine in ``batch_size`` chunks;
-- ``--cli``: ``llm-label-clf classify`` in fresh processes, sampled every
-  0.1 s: the command's own path (survey pass, chunked reader, per-chunk
-  ``predict_proba``, writer, progress file) on 10,000 and 1,000,000 rows
-  (``--rows``), the fitted classifier replaced by a stub returning fixed
-  probabilities (the engine's memory does not depend on the rows, and a
-  million rows through it would take hours); then the real command with its
-  engine on the first ``--engine-rows`` rows (0 skips it), its own process
-  and its process tree. Input: SST-2 dev texts cycled, each prefixed with its
-  row number, CSV.
-
-Run: ``python bench/memory.py [--sizes 1000 10000]`` writes
-``bench/results/memory.json`` and ``.md``; ``python bench/memory.py --cli
-[--rows 10000 1000000] [--engine-rows 10000]`` writes ``cli_memory.json`` and ``.md``.
+Run: ``python bench/memory.py --cli [--rows 10000 1000000] [--engine-rows 10000]``
+writes ``bench/results/cli_memory.json`` and ``.md``. ``python bench/memory.py
+--render`` rewrites ``memory.md``, the estimator's own run (``predict_proba`` on
+1,000 to 100,000 texts in one process); that run left in issue 53 (the command
+line's run above covers the streaming path with a full machine record), and
+commit 75ea201 holds it.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -106,31 +102,6 @@ def cli_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def estimator(sizes: list[int]) -> dict[str, Any]:
-    """The estimator's run over ``sizes`` texts, one after the other."""
-    from llm_label_clf import LLMLabelClassifier
-
-    frame = common.csv("sst2_dev.csv")
-    texts, labels = frame["text"].tolist(), frame["label"].to_numpy()
-    doc = common.record(rows=[])
-    clf = LLMLabelClassifier(prompt=PROMPT, progress=False).fit(texts, labels)
-    clf.predict_proba(texts[:32])
-    doc["batch_size"] = clf.batch_size
-    with common.PeakRSS() as rss:
-        for n in sizes:
-            # every prompt distinct (a pass number after the first pass over SST-2
-            # dev), so the prefix cache cannot serve repeated texts whole
-            X = [texts[i] if i < len(texts) else f"{texts[i % len(texts)]} ({i // len(texts)})" for i in range(n)]
-            start = time.perf_counter()
-            proba = clf.predict_proba(X)
-            seconds = time.perf_counter() - start
-            assert proba.shape == (n, 2)
-            doc["rows"].append({"n": n, "seconds": seconds, "texts_per_s": n / seconds,
-                                "peak_rss_gib": rss.gib, "load_avg": os.getloadavg()[0]})
-            print(doc["rows"][-1], flush=True)
-    return doc
-
-
 def command_line(sizes: list[int], engine_rows: int) -> dict[str, Any]:
     """``--cli``: the stub runs over ``sizes`` rows, then the engine's over ``engine_rows``."""
     doc = common.record(stub=[], engine=None)
@@ -155,14 +126,14 @@ def main() -> None:
     parser = common.parser(__doc__)
     parser.add_argument("--child", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
     args = common.arguments(parser, lambda doc: (cli_markdown if "stub" in doc else markdown)(doc),
-                            lambda a: "cli_memory" if a.cli else "memory", sizes=[1000, 10000], cli=False,
+                            lambda a: "cli_memory" if a.cli else "memory", cli=False,
                             rows=[10_000, 1_000_000], engine_rows=10_000)
     if args.child:
         stub_child(*args.child)
     elif args.cli:
         print(common.write("cli_memory", command_line(args.rows, args.engine_rows), cli_markdown))
     else:
-        print(common.write("memory", estimator(args.sizes), markdown))
+        sys.exit("memory.md: only --render is here; the estimator's run is at commit 75ea201 (run --cli)")
 
 
 if __name__ == "__main__":
