@@ -1,13 +1,13 @@
 """The contenders of ``bench/run.py``, one class each: raw ``vllm.LLM.generate``
 label reads (the floor), ``LLMLabelClassifier.predict_proba``, skorch's
-``ZeroShotClassifier``, a hand-written transformers batched forward, and
-generate-and-parse as scikit-llm does it. Tasks: ``sst2``, ``agnews`` and
-``length:N`` (texts of N tokens, throughput only)."""
+``ZeroShotClassifier`` and a hand-written transformers batched forward.
+Tasks: ``sst2``, ``agnews`` and ``length:N`` (texts of N tokens, throughput
+only). Generate-and-parse as scikit-llm does it (``genparse`` in
+``summary.json``) left in issue 53; commit 75ea201 holds it."""
 
 from __future__ import annotations
 
 import os
-import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -42,7 +42,6 @@ from bench.common import (
 #: transformers contenders load the model in its stored dtype, the one vLLM uses.
 HF_DTYPE = "bfloat16"
 HF_BATCH = 32
-GENERATE_MAX_TOKENS = 5
 
 
 def _model_path() -> str:
@@ -361,49 +360,9 @@ class HfForward(_Transformers):
         return {"proba": softmax(hf_reads(self.model, self.tok, task, texts), axis=1)}
 
 
-def parse_label(completion: str, task: Task) -> str | None:
-    """The class whose label the completion names first (a word, any case), else None."""
-    found = []
-    for cls in task.classes:
-        match = re.search(r"(?<![A-Za-z])" + re.escape(task.labels[cls].lower()) + r"(?![A-Za-z])",
-                          completion.lower())
-        if match:
-            found.append((match.start(), cls))
-    return min(found)[1] if found else None
-
-
-class GenerateParse(Contender):
-    """A few greedy tokens from ``vllm.LLM.generate``, matched to a label (unmatched: wrong)."""
-
-    name = f"generate {GENERATE_MAX_TOKENS} tokens + parse (scikit-llm style, vLLM)"
-
-    def _start(self) -> None:
-        from vllm import SamplingParams
-
-        self.llm = start_llm()
-        self.params = SamplingParams(max_tokens=GENERATE_MAX_TOKENS, temperature=0)
-
-    def tokenizer(self) -> Any:
-        return self.llm.get_tokenizer()
-
-    def predict(self, task: Task, texts: Sequence[str]) -> dict[str, Any]:
-        from vllm.inputs import TokensPrompt
-
-        prompts = [TokensPrompt(prompt_token_ids=self.tokenizer().encode(render(task, t))) for t in texts]
-        answers = [o.outputs[0].text for o in self.llm.generate(prompts, self.params, use_tqdm=False)]
-        pred = [parse_label(a, task) for a in answers]
-        unmatched = [a for p, a in zip(pred, answers, strict=True) if p is None]
-        return {"pred": pred, "unmatched_share": len(unmatched) / max(len(pred), 1),
-                "unmatched_examples": unmatched[:8], "answer_examples": answers[:8]}
-
-    def reset(self, task: Task) -> None:
-        self.llm.reset_prefix_cache()
-
-
 CONTENDERS: dict[str, type[Contender]] = {
     "raw": RawVllm,
     "clf": Estimator,
     "skorch": Skorch,
     "hf": HfForward,
-    "genparse": GenerateParse,
 }

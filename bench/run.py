@@ -1,8 +1,8 @@
 """The end-to-end comparison, with the built-in model on SST-2 dev and an AG
 News sample: raw ``vllm.LLM.generate`` label reads (the floor),
 ``LLMLabelClassifier.predict_proba``, skorch's ``ZeroShotClassifier`` (on a
-subset), a hand-written transformers forward and generate-and-parse as
-scikit-llm does it (``bench/contenders.py``); then the estimator's scenarios
+subset) and a hand-written transformers forward (``bench/contenders.py``);
+then the estimator's scenarios
 (``bench/scenarios.py``). Each contender serves passes from its own process
 (``--serve NAME``) for the whole run, so its peak memory is its own; raw vLLM
 stays up throughout and each other contender's passes alternate with its
@@ -33,7 +33,7 @@ from bench.common import TAG, PeakRSS, emit, sizes  # noqa: E402
 
 ANCHOR = "raw"
 #: Memory (GiB) a contender's process tree needs, waited for before it starts.
-NEEDS_GIB = {"raw": 5.0, "clf": 5.0, "genparse": 5.0, "skorch": 2.0, "hf": 2.0, "scenarios": 5.0}
+NEEDS_GIB = {"raw": 5.0, "clf": 5.0, "skorch": 2.0, "hf": 2.0, "scenarios": 5.0}
 MEMORY_WAIT_S = 600
 
 
@@ -45,7 +45,6 @@ def phases(size: Any) -> list[tuple[tuple[str, ...], list[tuple[str, int, tuple[
     return [
         (("clf", "skorch"), [("sst2", size.passes, goal_group), ("agnews", few, goal_group), *lengths]),
         (("hf",), [("sst2", few, (ANCHOR, "hf")), ("agnews", few, (ANCHOR, "hf"))]),
-        (("genparse",), [("sst2", few, (ANCHOR, "genparse")), ("agnews", few, (ANCHOR, "genparse"))]),
     ]
 
 
