@@ -269,9 +269,12 @@ def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt:
             for params, c in zip(cv["params"], complexity, strict=True)]
     without = search.best_estimator_.predict_proba(Xt)
     test_without = scores(search.classes_, without, yt)
-    alone = None  # the pick fitted alone; a stacked pick's refit is its only fit
+    alone = None  # the pick fitted alone, to check the refit; a stacked pick's refit is its only fit
     if not search.best_params_.get("stack"):
-        alone = LLMLabelClassifier(**base).set_params(**search.best_params_).fit(X, y).predict_proba(Xt)
+        try:
+            alone = LLMLabelClassifier(**base).set_params(**search.best_params_).fit(X, y).predict_proba(Xt)
+        except ValueError as exc:  # recorded on the pick's row, not raised: the draw's other numbers stand
+            rows[search.best_index_]["error"] = str(exc)
     fit = {
         "best_index": int(search.best_index_), "best_params": jsonable(search.best_params_),
         "chose": chose(search.best_params_), "best_score": float(search.best_score_),
@@ -326,7 +329,9 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
 
     rows: list[dict[str, Any]] = []
     picks: Counter = Counter()
-    for r in (r for r in draws if "fit" in r):
+    for r in draws:
+        if "fit" not in r:
+            continue
         f = r["fit"]
         acc, best, zero = _acc(f["test"]), best_fixed(r), r["fixed"].get("zero-shot") or {}
         loss = -f["test_without_temperature"]["log_loss"]
