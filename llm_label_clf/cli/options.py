@@ -1,9 +1,6 @@
 """The options of ``classify`` and ``evaluate``, declared once (``_declared``:
-the defaults and choices of the estimator's parameters come from the
-estimator and ``fitting``, not repeated), the values that need parsing
-(``--engine-option KEY=VALUE``, ``--engine-options FILE``, ``--sep``), and the
-estimator's keyword arguments from the parsed options. ``hints`` speaks of the
-same options when it rewrites the estimator's hints."""
+defaults and choices come from the estimator and ``fitting``), the values
+that need parsing, and the estimator's keyword arguments from them."""
 
 from __future__ import annotations
 
