@@ -60,9 +60,7 @@ class StackingHead(ClassifierMixin, BaseEstimator):
     def fit(self, X: np.ndarray, y: np.ndarray, example_rows: Sequence[int] = ()) -> StackingHead:
         """Fits on the rows of ``X`` other than ``example_rows``: the texts a
         few-shot reader shows as examples, whose reads of themselves know the
-        answer (as the learned calibration leaves them out). Fitted on them,
-        the regression learned to trust the few-shot readers and was
-        overconfident on new texts."""
+        answer (the learned calibration leaves them out too)."""
         self.classes_ = np.unique(y)
         rows = rows_not_shown(range(len(y)), example_rows)
         y_index = np.searchsorted(self.classes_, np.asarray(y)[rows])
