@@ -115,12 +115,9 @@ def _ensure_converted(name: str) -> Path:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "a+") as handle:
+    with open(path, "a+") as handle:  # closing the file releases the lock
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
 
 
 def _convert(gguf: Path, out: Path) -> None:
@@ -195,12 +192,9 @@ def _quiet_single_gguf_parse(gguf: Path) -> Iterator[None]:
 
 
 def file_digest(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes, read a MiB at a time."""
-    digest = hashlib.sha256()
+    """The SHA-256 of a file's bytes (``hashlib.file_digest``)."""
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _write_manifest(folder: Path) -> None:
