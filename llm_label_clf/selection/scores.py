@@ -31,7 +31,6 @@ __all__ = [
     "FoldProbabilities",
     "ReaderReads",
     "StackingHead",
-    "fold_log_proba",
     "fold_model",
     "score_candidates",
     "score_fold",
@@ -78,22 +77,6 @@ class StackingHead(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-def fold_log_proba(
-    candidate: Candidate,
-    readers: Sequence[ReaderReads],
-    y_index: np.ndarray,
-    classes: np.ndarray,
-    train: np.ndarray,
-    test: np.ndarray,
-    random_state: Any,
-) -> np.ndarray:
-    """``candidate``'s log-probabilities of the ``test`` rows, fitted on the
-    ``train`` rows' labels: as ``fit`` on those rows then ``predict_log_proba``
-    would give them, from the reads alone (the same ``fit_calibration``);
-    ``random_state`` is the estimator's."""
-    return fold_model(candidate, readers, y_index, classes, train, random_state)(test)
-
-
 def fold_model(
     candidate: Candidate,
     readers: Sequence[ReaderReads],
@@ -104,7 +87,9 @@ def fold_model(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """``candidate`` fitted on the ``train`` rows' reads and labels, as a
     function of test rows (one batch: batch calibration debiases by its
-    mean) to their log-probabilities; see ``fold_log_proba``."""
+    mean) to their log-probabilities: as ``fit`` on those rows then
+    ``predict_log_proba`` would give them, from the reads alone (the same
+    ``fit_calibration``); ``random_state`` is the estimator's."""
     n_classes = len(classes)
     if candidate.reader is None:
         features = np.hstack([r.reads.class_logprobs for r in readers])
