@@ -68,13 +68,10 @@ def worker_engine_mode() -> str:
 
 def uses_shared_engine() -> bool:
     """Whether this process reads through the shared server instead of
-    starting an embedded engine: a loky worker unless
-    ``LLM_LABEL_CLF_WORKER_ENGINE=own``, another ``multiprocessing`` child
-    only with ``LLM_LABEL_CLF_WORKER_ENGINE=shared``, any process with
-    ``LLM_LABEL_CLF_SHARED_ENGINE=1``. Raises ValueError for another value of
-    the variable, and RuntimeError where this process would start an engine
-    but is a daemonic worker (a ``multiprocessing.Pool``'s), which cannot
-    start vLLM's engine processes."""
+    starting an embedded engine (the rules and their variables:
+    docs/architecture.md, ``engines/workers.py``). Raises ValueError for an
+    unknown value of a variable, RuntimeError in a daemonic worker that would
+    start an engine."""
     if os.environ.get(SHARED_ENGINE_ENV, "").strip().lower() in ("1", "true", "yes"):
         return True
     if not in_worker_process():
