@@ -70,11 +70,9 @@ def prepare_environment() -> None:
 def engine_process_environment() -> Iterator[None]:
     """While an engine starts (its processes inherit the environment then), a
     quiet one for them: torch's C++ notices and the Python warnings above
-    dropped; in this process, torch's Triton notice dropped (with no model
-    info in vLLM's cache yet, vLLM imports its model loader here, which
-    registers Triton kernels; torch is imported already, so no environment
-    variable quiets it). This process's own environment and logging are
-    restored afterwards, so subprocesses the user starts later are untouched."""
+    dropped; in this process, torch's Triton notice dropped (no environment
+    variable quiets it once torch is imported). This process's environment
+    and logging are restored afterwards."""
     if engine_logs_shown():
         yield
         return
