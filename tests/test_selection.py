@@ -37,7 +37,7 @@ from llm_label_clf.selection.folds import (
 from llm_label_clf.selection.plans import fitted_plans
 from llm_label_clf.selection.reads import read_reader, swapped_examples
 from llm_label_clf.selection.rules import choose, complexity_of
-from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_log_proba
+from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_model
 from llm_label_clf.selection.temperature import SHRINK_TEXTS, fit_temperature, shrunk
 
 N_TEXTS = 48
@@ -119,7 +119,7 @@ def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, eng
         {"calibration": "batch", "calibration_prior": "uniform"},
         {"calibration": "learned", "class_weight": "balanced"},
     ):
-        got = fold_log_proba(Candidate(0, params), readers, y_index, classes, train, test, 0)  # base's random_state
+        got = fold_model(Candidate(0, params), readers, y_index, classes, train, 0)(test)  # base's random_state
         fitted = clone(base).set_params(**params).fit(list(X_arr[train]), y[train])
         want = fitted.predict_log_proba(list(X_arr[test]))
         np.testing.assert_allclose(got, want, atol=READ_TOLERANCE, err_msg=str(params))

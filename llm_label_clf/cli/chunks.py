@@ -1,12 +1,6 @@
-"""The command line's input, read a chunk of rows at a time so that memory
-stays flat however long the file is: delimited text and JSON Lines with
-pandas' chunked readers (compression inferred from the name, so ``.csv.gz``
-works), Parquet by record batches (a file or a folder of part files), re-cut
-to exactly ``rows`` rows so that chunk boundaries depend only on the file.
-One JSON array (``.json`` that is not JSON Lines) has no parts: it is read
-whole, then cut. stdin is copied to a temporary file first (it is read more
-than once). Read errors name the file and say what to do; a comma-separated
-name whose header holds tabs is said to want ``--sep '\\t'``."""
+"""The command line's input, read a chunk of exactly ``--chunk-rows`` rows at
+a time (pandas' chunked readers, Parquet record batches); read errors name
+the file and say what to do (docs/architecture.md: ``cli/chunks.py``)."""
 
 from __future__ import annotations
 

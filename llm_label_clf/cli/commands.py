@@ -1,15 +1,7 @@
 """The ``llm-label-clf`` command (also ``python -m llm_label_clf``): its
-parser and the wiring of its subcommands to the estimator. ``classify`` (a
-table in, the same rows plus each class's probability and the predicted class
-out), ``evaluate`` (a labelled table in, a classification report out), ``demo``
-(zero-shot SST-2 with the built-in model) and ``store`` (``store_command``).
-``classify`` and ``evaluate`` stream any table (``stream``); their options are
-declared in ``options``, and ``docs/cli.md`` says what each does.
-
-Exit codes: 0 success; 2 a usage or input error (a missing column, an
-unreadable, empty or unknown-format file, bad labels, prompt or engine
-options, a bad row under ``--bad-rows error``); 1 the engine failed (it could
-not start, or a read failed); 130 interrupted."""
+parser and the wiring of ``classify``, ``evaluate``, ``demo`` and ``store``
+to the estimator (docs/cli.md says what each does). Exit codes: 0 success;
+2 a usage or input error; 1 the engine failed; 130 interrupted."""
 
 from __future__ import annotations
 

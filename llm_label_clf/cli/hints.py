@@ -1,10 +1,6 @@
-"""The estimator's hints in the command line's terms: its errors and
-warnings tell Python users which parameter to set (``low_mass='ignore'``,
-``engine_options['max_model_len']``) and which item of ``X`` is meant; a
-command line user needs the option (``--low-mass ignore``,
-``--engine-option max_model_len=...``) and the row of the input file. vLLM's
-start-up errors name its own flags (``--gpu-memory-utilization``), which the
-command line passes as ``--engine-option gpu_memory_utilization=...``."""
+"""The estimator's and vLLM's errors and warnings in the command line's terms:
+options for parameters, input rows for ``X`` items (docs/architecture.md:
+``cli/hints.py``)."""
 
 from __future__ import annotations
 

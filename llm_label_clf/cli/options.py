@@ -1,9 +1,6 @@
 """The options of ``classify`` and ``evaluate``, declared once (``_declared``:
-the defaults and choices of the estimator's parameters come from the
-estimator and ``fitting``, not repeated), the values that need parsing
-(``--engine-option KEY=VALUE``, ``--engine-options FILE``, ``--sep``), and the
-estimator's keyword arguments from the parsed options. ``hints`` speaks of the
-same options when it rewrites the estimator's hints."""
+defaults and choices come from the estimator and ``fitting``), the values
+that need parsing, and the estimator's keyword arguments from them."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..fitting.params import LENGTH_NORMS, LOW_MASS, TOO_LONG
 from .tables import KNOWN_FORMATS, UsageError
 
 __all__ = [
@@ -21,12 +19,6 @@ __all__ = [
     "needs_labels", "parse_engine_option", "read_engine_options", "unescape",
 ]  # fmt: skip
 
-# Parameters whose values ``fitting.params`` checks inline (no constant to import);
-# tests/test_cli.py checks them against ``PARAMETERS`` and the
-# estimator's docstring, so a new value there fails a test here.
-LENGTH_NORMS = (None, "token", "char")
-LOW_MASS = ("warn", "raise", "ignore")
-TOO_LONG = ("truncate", "raise")
 #: What ``--bad-rows`` does with a row whose text (or, evaluating, label) is missing or blank.
 BAD_ROWS = ("error", "skip", "keep")
 #: The estimator parameters whose options are passed on as parsed.

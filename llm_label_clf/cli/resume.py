@@ -1,21 +1,7 @@
-"""What lets ``classify --resume`` continue a killed run, and keeps a run
-from overwriting an output it was not told to replace.
-
-After each chunk is written (and fsynced), a small progress file beside the
-output, ``OUT.progress.json``, is replaced atomically (temporary file, fsync,
-rename). It records the input rows done, the output's committed state (its
-length in bytes, or its Parquet parts), a SHA-256 digest of the cells the
-command read from those rows (the text, the prompt's other fields and, for
-``evaluate``, the label: row by row, in order, so row numbers count too) and
-the settings that change the numbers (labels, prompt, model, engine options,
-``--train``'s content, ...). A separate file rather than columns of the
-output: the output stays exactly the input's columns plus the predictions,
-and the committed state also covers a compressed file, whose rows cannot be
-counted by reading it backwards. ``--resume`` cuts the output back to that
-state (a torn last line goes, and so does a chunk written but not committed),
-checks the settings and that the input's first rows hash the same, and
-appends the rest. A different input is refused naming its first changed row:
-the output holds each classified row's cells, so comparing them finds it."""
+"""What lets ``classify --resume`` continue a killed run (the progress file
+``OUT.progress.json``, the input's row digest), and keeps a run from
+overwriting an output it was not told to replace (docs/architecture.md:
+``cli/resume.py``)."""
 
 from __future__ import annotations
 
@@ -42,7 +28,7 @@ def progress_path(output: str) -> Path:
 
 @dataclass
 class Progress:
-    """A run's committed progress (see the module docstring)."""
+    """A run's committed progress, as ``OUT.progress.json`` holds it."""
 
     input: str
     rows: int

@@ -1,14 +1,7 @@
-"""Which input rows the command line classifies, and the output's rows.
-
-Before the engine starts, ``survey`` reads the input once, chunk by chunk,
-keeping only what is small: the row count, the bad rows (a row whose text,
-prompt field or, evaluating, label is missing or blank) under ``--bad-rows``
-(error: stop naming them; skip: leave them out and list them in a side file;
-keep: leave them in place unclassified), the labels of the label column, a
-uniform sample of the good rows (the zero-shot fit's texts), each column's type over
-the whole file, and the digest of the rows a resumed output holds. Each chunk
-of output is then laid out by ``with_predictions`` in the input's order with
-the probabilities, the prediction and, keeping bad rows, their reason."""
+"""Which input rows the command line classifies (``survey``, one pass before
+the engine starts; ``--bad-rows``), and each chunk of output in the input's
+order with the probabilities, the prediction and, keeping bad rows, their
+reason (``with_predictions``). Why: docs/architecture.md, ``cli/rows.py``."""
 
 from __future__ import annotations
 
@@ -194,12 +187,11 @@ class Rows:
 
 @dataclass
 class Survey:
-    """What one pass over the input found (see the module docstring): the
-    cells read (column, what it holds; the label last when evaluating), the
-    input's columns, the rows, the bad ones with their reasons (skipping:
-    each one's; else the first's) and (skip, delimited text) lines,
-    the labels of good rows, the first good rows' prompt inputs, types that
-    make every chunk agree, and the digest of the first ``digest_rows`` rows."""
+    """What one pass over the input found: the cells read (column, what it
+    holds; the label last when evaluating), the input's columns, the rows,
+    the bad ones with their reasons and start lines, the good rows' labels,
+    a sample of their prompt inputs, types that make every chunk agree, and
+    the digest of the first ``digest_rows`` rows."""
 
     cells: list[tuple[str, str]]
     columns: list[str]

@@ -1,21 +1,6 @@
-"""The command line's output, written chunk by chunk so that memory stays
-flat and a killed run keeps every chunk it finished.
-
-Text formats (CSV, TSV, JSON Lines, a JSON array) go to one file: each chunk
-is serialised in memory, compressed as a member of its own when the name
-says so (``.gz``, ``.bz2``, ``.xz``, ``.zst``: their readers read
-concatenated members as one stream), appended, flushed and fsynced. The
-file's length after a chunk is its committed state: a resumed run cuts the
-file back to it, which removes a torn last line and any chunk not committed.
-
-Parquet is written as a folder of part files, one per chunk
-(``part-00000000.parquet``, ...), each written to a hidden temporary name,
-fsynced and renamed into place: a part is there whole or not at all, and
-readers (pandas, pyarrow, DuckDB, Spark) read the folder as one table, parts
-in name order, skipping hidden files. (One Parquet file with a row group per
-chunk cannot be resumed: its footer is written only when it is closed, and
-pyarrow cannot append to a closed file.) stdout gets delimited text chunk by
-chunk (no resume: nothing to go back to)."""
+"""The command line's output, written chunk by chunk: text formats appended to
+one file (its length is the committed state), Parquet as a folder of part
+files, delimited text on stdout (docs/architecture.md: ``cli/sinks.py``)."""
 
 from __future__ import annotations
 

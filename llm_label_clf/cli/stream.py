@@ -1,19 +1,7 @@
-"""``classify`` and ``evaluate`` over a table of any length: the model is
-started and fitted once, then the input is read a chunk at a time (the same
-chunks on every run: ``--chunk-rows`` rows each, from row 0), each chunk is
-classified with one ``predict_proba`` call, its rows are appended to the
-output and the progress file is replaced (``resume``), so memory stays flat
-in the number of rows and a kill loses at most the chunk in flight.
-
-``--resume`` refuses an output written with other settings or from another
-input, goes back to the last committed chunk and reads only the rows after
-it. ``evaluate``'s report covers every row: the rows written before a resume
-are read back from the output, a chunk at a time. ``--calibration batch``
-takes each chunk's mean (the chunks are the batches).
-
-Messages say what is read: "Classifying N texts ..." on a fresh run,
-"Resuming OUT: ... classifying the remaining N texts ..." on a resumed one,
-and "(N classified in this run)" at the end."""
+"""``classify`` and ``evaluate`` over a table of any length: fitted once, then
+classified, written and committed a chunk at a time; ``--resume`` refuses
+an output written with other settings or from another input
+(docs/architecture.md: ``cli/stream.py``)."""
 
 from __future__ import annotations
 
@@ -261,7 +249,7 @@ class _Tally:
 
 
 def run(job: Job) -> None:
-    """Classifies the job's input into its output (see the module docstring)."""
+    """Classifies the job's input into its output, a chunk at a time."""
     from tqdm.auto import tqdm
 
     args, found, resumed = job.args, job.found, job.resumed

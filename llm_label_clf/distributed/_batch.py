@@ -41,10 +41,7 @@ def llm_heads(estimator: Any) -> list[Any]:
 def attach_engine(estimator: Any) -> None:
     """Starts (or finds) the engine of every classifier ``estimator`` reads
     with (``llm_heads``), in this process, before any batch, even where the
-    read store would answer every read: in a Ray actor a model that cannot
-    load then fails the actor's creation (which Ray Data stops retrying after
-    a few attempts) instead of every batch, and a Dask worker starts it in
-    the environment it prepares for it."""
+    read store would answer every read (docs/architecture.md: ``distributed/_batch.py``)."""
     from ..engines import engine_for
 
     for head in llm_heads(estimator):

@@ -92,7 +92,7 @@ def _blocks(estimator: Any, method: str, result: Any, n: int) -> list[tuple[list
     return blocks
 
 
-def _with_predicted(estimator: Any, methods: Sequence[str], results: Mapping[str, Any]) -> dict[str, Any]:
+def _with_predicted(estimator: Any, results: Mapping[str, Any]) -> dict[str, Any]:
     """``results`` plus ``predict``'s, derived from a probability method when
     ``predict`` itself was not called (see ``calls``)."""
     out = dict(results)
@@ -121,7 +121,7 @@ def output_frame(
     method). ``results`` maps a called method to its result (None: an empty
     table, ``n`` must be 0)."""
     shown = [m for m in METHODS if m in methods or (m == "predict" and any(p in methods for p in _PROBA))]
-    filled = _with_predicted(estimator, methods, results or dict.fromkeys(calls(methods)))
+    filled = _with_predicted(estimator, results or dict.fromkeys(calls(methods)))
     columns: dict[str, pd.Series] = {}
     row_index = pd.RangeIndex(n) if index is None else index
     for method in shown:

@@ -20,16 +20,9 @@ __all__ = ["main_script_not_rerun", "own_process_group"]
 
 logger = logging.getLogger(__name__)
 
-#: Runs in the launched process before Python proper starts, given the
-#: launcher's path, the parent's pid and the spawn arguments. Only processes
-#: that multiprocessing spawns to run a target (the engine core, its worker)
-#: are changed: the first out of the caller's process group (the group it
-#: makes is named in LLM_LABEL_CLF_ENGINE_GROUP; its descendants find
-#: themselves in it and stay), each with SIGKILL requested for when its parent
-#: goes (Linux's PR_SET_PDEATHSIG = 1), exiting if the parent is gone already,
-#: and each spawning through this launcher in turn. multiprocessing's resource
-#: tracker, spawned the same way, is left as it is. Then Python proper is
-#: exec'd with the spawn arguments.
+#: Runs in a spawned process before Python proper, given the launcher's path,
+#: the parent's pid and the spawn arguments: a target's process leaves the
+#: caller's group and asks for SIGKILL when its parent goes (docs/architecture.md).
 _LAUNCH = """\
 import os, sys
 launcher, parent, *args = sys.argv[1:]
@@ -93,13 +86,9 @@ def own_process_group() -> Iterator[None]:
 @contextmanager
 def main_script_not_rerun() -> Iterator[None]:
     """While active, processes started with multiprocessing's spawn method do
-    not run the caller's main script again. Spawn runs it in each child (as
-    ``__mp_main__``) to find what the child's target may need; vLLM's engine
-    core needs nothing from it, and a script without an
-    ``if __name__ == "__main__":`` guard would start a second engine there and
-    fail after ~25 s with a traceback that never names the guard. So, while
-    the engine starts, the main module hides its path and spec from spawn's
-    preparation data (``multiprocessing.spawn.get_preparation_data``)."""
+    not run the caller's main script again (a script without a ``__main__``
+    guard would start a second engine there): the main module hides its path
+    and spec from ``multiprocessing.spawn.get_preparation_data``."""
     main = sys.modules.get("__main__")
     names = ("__file__", "__spec__")
     hidden = {name: getattr(main, name) for name in names if main is not None and hasattr(main, name)}

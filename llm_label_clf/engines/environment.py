@@ -20,8 +20,7 @@ __all__ = [
 
 #: Set to 1 to see vLLM's own logs and warnings (start-up, Triton, torch).
 ENGINE_LOGS_ENV = "LLM_LABEL_CLF_ENGINE_LOGS"
-#: Seconds an engine may take to start before the start fails (vLLM's own
-#: default is 600; a start here takes 20-70 s on 2 CPU cores).
+#: Seconds an engine may take to start before the start fails (vLLM's own default is 600).
 START_TIMEOUT_ENV = "LLM_LABEL_CLF_START_TIMEOUT_S"
 DEFAULT_START_TIMEOUT_S = 300
 #: Python warnings the engine processes drop in quiet mode: torch deprecations
@@ -55,12 +54,9 @@ def start_timeout_s() -> int:
 
 def prepare_environment() -> None:
     """Sets vLLM's environment before it is imported, only where the user has
-    not: engine processes spawned, not forked (this process runs a loop
-    thread, and only spawned processes can leave its process group, see
-    ``_processes``; vLLM on CPU spawns anyway); on CPU the model's threads
-    bound to every core we may use (vLLM binds one core by default; all cores
-    measured 1.5x faster); the start-up timeout; and, unless
-    ``LLM_LABEL_CLF_ENGINE_LOGS`` is set, a quiet run."""
+    not: engine processes spawned, not forked; on CPU the model's threads
+    bound to every core we may use; the start-up timeout; and, unless
+    ``LLM_LABEL_CLF_ENGINE_LOGS`` is set, a quiet run (docs/architecture.md)."""
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     os.environ.setdefault("VLLM_ENGINE_READY_TIMEOUT_S", str(start_timeout_s()))
     if "VLLM_CPU_OMP_THREADS_BIND" not in os.environ and hasattr(os, "sched_getaffinity"):
@@ -74,11 +70,9 @@ def prepare_environment() -> None:
 def engine_process_environment() -> Iterator[None]:
     """While an engine starts (its processes inherit the environment then), a
     quiet one for them: torch's C++ notices and the Python warnings above
-    dropped; in this process, torch's Triton notice dropped (with no model
-    info in vLLM's cache yet, vLLM imports its model loader here, which
-    registers Triton kernels; torch is imported already, so no environment
-    variable quiets it). This process's own environment and logging are
-    restored afterwards, so subprocesses the user starts later are untouched."""
+    dropped; in this process, torch's Triton notice dropped (no environment
+    variable quiets it once torch is imported). This process's environment
+    and logging are restored afterwards."""
     if engine_logs_shown():
         yield
         return

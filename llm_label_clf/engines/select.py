@@ -30,11 +30,8 @@ def engine_for(
     when ``base_url`` is None (``engine_options`` are vLLM engine arguments),
     else over the servers at ``base_url`` (``engine_options`` may then hold
     only the remote client's options; others raise ValueError naming ``owner``).
-
-    Without ``base_url``, a joblib worker process reads through the machine's
-    shared server for the spec instead of loading the model itself
-    (``workers.uses_shared_engine``); a process with no embedded engine for
-    the spec that owns a live shared server for it reads through that server."""
+    Without ``base_url``, a worker process, or a process owning a live shared
+    server for the spec, reads through the shared server (``workers``, ``shared``)."""
     if base_url is None:
         check_model_source(model)  # a missing model raises before vLLM is imported
         if uses_shared_engine():

@@ -63,20 +63,13 @@ _SCANNED_BYTES = 1 << 16
 #: How long a server that logged a failure may still take to exit or answer.
 FAILURE_GRACE_S = 30.0
 #: The least time a server that runs, neither answering nor logging a
-#: failure, is waited for (without a limit a hung or SIGSTOPped server would
-#: block every worker for good): an hour, 7x the whole reported run on a
-#: loaded 2-core machine (467 s for 3 folds of 60 texts, server start
-#: included), and at least twice ``LLM_LABEL_CLF_START_TIMEOUT_S``, vLLM's
-#: own limit for its engine start (which ends most hangs first: the server
-#: then logs the error and exits).
+#: failure, is waited for (docs/architecture.md); at least twice ``LLM_LABEL_CLF_START_TIMEOUT_S``.
 _MIN_SAFETY_LIMIT_S = 3600.0
 #: How often a waiting process says it is still waiting (log, INFO).
 _WAIT_NOTE_S = 60.0
 
-#: Forks once more and execs the server, so that the server is no child of
-#: the process that starts it (joblib kills a worker's process tree on some
-#: shutdowns, and a worker would have to reap it): prints the server's pid,
-#: then the server writes its output to the log named by argv[1].
+#: Forks once more and execs the server, so that it is no child of the
+#: worker that starts it; prints the server's pid, its output goes to argv[1].
 _DETACH = """\
 import os, sys
 pid = os.fork()

@@ -68,13 +68,10 @@ def worker_engine_mode() -> str:
 
 def uses_shared_engine() -> bool:
     """Whether this process reads through the shared server instead of
-    starting an embedded engine: a loky worker unless
-    ``LLM_LABEL_CLF_WORKER_ENGINE=own``, another ``multiprocessing`` child
-    only with ``LLM_LABEL_CLF_WORKER_ENGINE=shared``, any process with
-    ``LLM_LABEL_CLF_SHARED_ENGINE=1``. Raises ValueError for another value of
-    the variable, and RuntimeError where this process would start an engine
-    but is a daemonic worker (a ``multiprocessing.Pool``'s), which cannot
-    start vLLM's engine processes."""
+    starting an embedded engine (the rules and their variables:
+    docs/architecture.md, ``engines/workers.py``). Raises ValueError for an
+    unknown value of a variable, RuntimeError in a daemonic worker that would
+    start an engine."""
     if os.environ.get(SHARED_ENGINE_ENV, "").strip().lower() in ("1", "true", "yes"):
         return True
     if not in_worker_process():
@@ -94,10 +91,8 @@ def uses_shared_engine() -> bool:
 @contextmanager
 def spawnable_start_method() -> Iterator[None]:
     """While active, ``multiprocessing``'s default start method is one a fresh
-    interpreter knows. A spawned process re-applies its parent's default
-    method first thing; in a loky worker that is ``'loky'``, unknown there
-    ("cannot find context for 'loky'"), so vLLM's engine process died at
-    birth. Elsewhere a no-op."""
+    interpreter knows (in a loky worker it is ``'loky'``, which a spawned
+    process cannot find). Elsewhere a no-op."""
     method = multiprocessing.get_start_method(allow_none=True)
     if method is None or method in _STANDARD_START_METHODS:
         yield
@@ -111,11 +106,8 @@ def spawnable_start_method() -> Iterator[None]:
 
 def run_before_children_are_joined(hook: Callable[[], None]) -> None:
     """In a worker process, runs ``hook`` when the worker exits, before
-    ``multiprocessing`` waits for the worker's own child processes. A worker
-    ends by joining its children before ``atexit`` runs, and vLLM's engine
-    process (a child) stops only when its engine is shut down: without this
-    the worker, and joblib waiting for it, hung at exit. Elsewhere a no-op
-    (``atexit`` already runs first)."""
+    ``multiprocessing`` joins the worker's own children (an engine process
+    stops only once shut down). Elsewhere a no-op (``atexit`` runs first)."""
     if in_worker_process() and hook not in _before_join:
         _before_join.add(hook)
         multiprocessing.util.Finalize(None, hook, exitpriority=100)

@@ -152,8 +152,7 @@ class LearnedCalibrator:
         k = int(min(5, counts.min()))
         folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state).split(log_proba, y_index))
         best: tuple[float, float, list[Any]] | None = None
-        # one BLAS thread: OpenBLAS's threads cost more than these tiny problems (2 cores, 50 texts x 6 classes:
-        # 1.03 s a fit with its 2 threads, 0.12 s with one; the same numbers to the bit)
+        # one BLAS thread: faster on these tiny problems, the same numbers (docs/architecture.md)
         with threadpool_limits(1, "blas"):
             for C in Cs:
                 models, held_out = [], np.zeros((len(y_index), n_classes))

@@ -16,9 +16,12 @@ from ..store.handle import check_read_store
 from .calibration import CALIBRATION_PRIORS, CALIBRATIONS
 from .label_words import LABEL_WORDS
 
-__all__ = ["LABEL_MODES", "PARAMETERS", "check_params"]
+__all__ = ["LABEL_MODES", "LENGTH_NORMS", "LOW_MASS", "PARAMETERS", "TOO_LONG", "check_params"]
 
 LABEL_MODES = ("auto", "first_token", "full_sequence", "constrained", "options")
+LENGTH_NORMS = (None, "token", "char")
+LOW_MASS = ("warn", "raise", "ignore")
+TOO_LONG = ("truncate", "raise")
 Check = Callable[[Any], "str | None"]
 
 
@@ -147,7 +150,7 @@ PARAMETERS: dict[str, Check] = {
     "labels": _labels,
     "label_words": one_of(*LABEL_WORDS),
     "label_mode": one_of(*LABEL_MODES),
-    "length_norm": one_of(None, "token", "char", why="must be None, 'token' or 'char'"),
+    "length_norm": one_of(*LENGTH_NORMS, why="must be None, 'token' or 'char'"),
     "prune_margin": number(
         lambda v: 0 <= v < float("inf"),
         "must be None (read every label prefix) or a finite number of nats >= 0",
@@ -158,16 +161,16 @@ PARAMETERS: dict[str, Check] = {
     "chat": one_of(True, False, "auto", why="must be True, False or 'auto'"),
     "batch_size": number(lambda v: v >= 1, "must be a positive integer", integral=True),
     "progress": one_of(True, False, why="must be True or False"),
-    "low_mass": one_of("ignore", "raise", "warn"),
+    "low_mass": one_of(*LOW_MASS),
     "low_mass_threshold": number(lambda v: 0 <= v < 1, "must be a number in [0, 1)"),
     "few_shot": number(lambda v: v >= 0, "must be a non-negative integer (examples per class)", integral=True),
     "calibration": one_of(*CALIBRATIONS, why="must be None, 'auto', 'contextual', 'batch' or 'learned'"),
     "calibration_prior": one_of(*CALIBRATION_PRIORS),
     "class_weight": _class_weight,
     "threshold": _threshold,
-    "multioutput_read": one_of("separate", "joint", why="must be one of ['joint', 'separate']"),
+    "multioutput_read": one_of("separate", "joint"),
     "multilabel_read": one_of("auto", "choice", "yes_no"),
-    "too_long": one_of("raise", "truncate"),
+    "too_long": one_of(*TOO_LONG),
     "random_state": _random_state,
     "read_store": check_read_store,
 }

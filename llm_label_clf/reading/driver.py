@@ -43,11 +43,8 @@ class Plan(Protocol):
     async def read(self, engine: Engine, prompts: Sequence[Sequence[int]], *, offset: int = 0) -> list[ClassReads]: ...
 
 
-#: The reads a call must be expected to take before it shows a progress bar:
-#: 256 reads take a few seconds on a CPU (the built-in model reads 20-60
-#: single-read texts a second there, README), so quick calls stay silent and
-#: anything longer shows how far it is, whether that is many texts or a few
-#: texts with many reads each (50 Banking77 queries: 141 reads each, ~8 min).
+#: The reads a call must be expected to take before it shows a progress bar
+#: (a few seconds on a CPU: docs/architecture.md).
 PROGRESS_MIN_READS = 256
 #: The reads a chunk aims at when the plans need several reads per text, so
 #: the bar moves at least every ~``CHUNK_READS`` reads (seconds to tens of

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import log_softmax
 
 __all__ = ["LabelTrie", "TrieRead"]
 
@@ -78,9 +79,9 @@ class LabelTrie:
             return columns
         out = np.array(columns, dtype=np.float64, copy=True)
         start = 0
-        for r, read in enumerate(self.reads):
+        for read in self.reads:
             stop = start + len(read.next_ids)
-            out[:, start:stop] = self.normalise_read(r, out[:, start:stop])
+            out[:, start:stop] = self.normalise_read(out[:, start:stop])
             start = stop
         return out
 
@@ -101,12 +102,9 @@ class LabelTrie:
         """Tokens added to a prompt by the deepest read."""
         return max(len(r.prefix) for r in self.reads)
 
-    def normalise_read(self, read: int, logprobs: np.ndarray) -> np.ndarray:
-        """(n, len(next_ids)) logprobs of read ``read`` as ``normalise`` leaves them."""
-        if not self.constrained:
-            return logprobs
-        top = np.max(logprobs, axis=1, keepdims=True)
-        return logprobs - top - np.log(np.exp(logprobs - top).sum(axis=1, keepdims=True))
+    def normalise_read(self, logprobs: np.ndarray) -> np.ndarray:
+        """(n, len(next_ids)) logprobs of one read as ``normalise`` leaves them."""
+        return log_softmax(logprobs, axis=1) if self.constrained else logprobs
 
     def sequence_logprobs(self, columns: np.ndarray) -> np.ndarray:
         """(n, n_columns) read logprobs -> (n, n_sequences) summed path

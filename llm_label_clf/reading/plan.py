@@ -46,14 +46,10 @@ class ClassReads:
 
     def label_mass(self) -> np.ndarray:
         """Per text, how much the model wants to answer with a label: the
-        full-vocabulary probability of the labels' first tokens (the distinct
-        first tokens of every label sequence, aliases included, each counted
-        once), read right after the prompt. For labels of one token each that
-        is the total probability of the labels; for multi-token labels it is
-        not the (naturally small) probability of writing a whole label, so a
-        low mass means the model's answer starts with no label at all. Reads
-        without a first read (``first_logmass`` None) give the labels' total
-        probability."""
+        full-vocabulary probability of the labels' distinct first tokens
+        (aliases included), read right after the prompt, so a low mass means
+        the answer starts with no label at all; reads without a first read
+        (``first_logmass`` None) give the labels' total probability."""
         if self.first_logmass is not None:
             return np.exp(self.first_logmass)
         return np.exp(logsumexp(self.class_logprobs, axis=1)) if self.class_logprobs.shape[0] else np.zeros(0)

@@ -24,10 +24,7 @@ __all__ = [
 ]
 
 #: The default completion prompt: an instruction line naming the labels, the
-#: text, then a plain answer cue. Chosen with the default calibration by the
-#: mean test log-loss across seven datasets of different kinds
-#: (``bench/zero_shot.py``); the old default, the text and the cue alone
-#: (chosen on SST-2), left the label mass below 1e-4 on 40% of SST-2's texts.
+#: text, then a plain answer cue (chosen: docs/architecture.md).
 DEFAULT_PROMPT = "Classify the text as {labels}.\nText: {text}\nLabel:"
 #: A field filled with the class verbalizers, e.g. "positive or negative".
 LABELS_FIELD = "labels"

@@ -114,7 +114,7 @@ async def read_sequence_logprobs_pruned(
         )
         for (r, rows), scores in zip(pending.items(), results, strict=True):
             span = range(starts[r], starts[r + 1])
-            columns[np.ix_(rows, span)] = trie.normalise_read(r, scores.logprobs)
+            columns[np.ix_(rows, span)] = trie.normalise_read(scores.logprobs)
             done[rows, r] = True
             if r == 0:
                 top[rows] = scores.top_token

@@ -118,10 +118,8 @@ def usable_few_shots(few_shots: Any, y: np.ndarray) -> tuple[Any, list[str]]:
 
 def too_small_for_examples(n_texts: int, n_classes: int, few_shots: Sequence[int]) -> bool:
     """Whether ``n_texts`` training texts in ``n_classes`` classes are too few
-    for the largest of ``few_shots`` overall: its examples would take more
-    than half of them (``n_texts < 2 * max(few_shots) * n_classes``; 16 texts
-    in 2 to 6 classes with few_shot=4, where ``small_data``'s fallback was
-    measured, are; 64 texts of 59 and 5 are not). False without examples."""
+    for the largest of ``few_shots``: its examples would take more than half
+    of them. False without examples."""
     return n_texts < 2 * max((int(k) for k in few_shots), default=0) * n_classes
 
 

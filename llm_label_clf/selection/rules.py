@@ -66,10 +66,10 @@ def choose(
     "best": the highest mean (the first, on a tie). "guarded": the highest
     mean, if it beats the simple reading (the first candidate of complexity
     0: the first prompt, zero-shot, the first calibration listed, "auto" by
-    default) by more than the
-    standard error of their paired differences over ``split_scores``
-    (n_candidates, n_splits; ``split_sem`` over ``n_folds``), else that
-    simple reading; "best" where there is none, or no ``split_scores``.
+    default) by more than the standard error of their paired differences
+    over ``split_scores`` (n_candidates, n_splits; ``split_sem`` over
+    ``n_folds``), else that simple reading; "best" where there is none, or no
+    ``split_scores``.
     "one_se": among the candidates whose mean is at least the highest mean
     minus that candidate's standard error, the lowest complexity level, then
     the highest mean within it. A NaN mean is never chosen. Raises ValueError

@@ -31,7 +31,6 @@ __all__ = [
     "FoldProbabilities",
     "ReaderReads",
     "StackingHead",
-    "fold_log_proba",
     "fold_model",
     "score_candidates",
     "score_fold",
@@ -60,9 +59,7 @@ class StackingHead(ClassifierMixin, BaseEstimator):
     def fit(self, X: np.ndarray, y: np.ndarray, example_rows: Sequence[int] = ()) -> StackingHead:
         """Fits on the rows of ``X`` other than ``example_rows``: the texts a
         few-shot reader shows as examples, whose reads of themselves know the
-        answer (as the learned calibration leaves them out). Fitted on them,
-        the regression learned to trust the few-shot readers and was
-        overconfident on new texts."""
+        answer (the learned calibration leaves them out too)."""
         self.classes_ = np.unique(y)
         rows = rows_not_shown(range(len(y)), example_rows)
         y_index = np.searchsorted(self.classes_, np.asarray(y)[rows])
@@ -80,22 +77,6 @@ class StackingHead(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
-def fold_log_proba(
-    candidate: Candidate,
-    readers: Sequence[ReaderReads],
-    y_index: np.ndarray,
-    classes: np.ndarray,
-    train: np.ndarray,
-    test: np.ndarray,
-    random_state: Any,
-) -> np.ndarray:
-    """``candidate``'s log-probabilities of the ``test`` rows, fitted on the
-    ``train`` rows' labels: as ``fit`` on those rows then ``predict_log_proba``
-    would give them, from the reads alone (the same ``fit_calibration``);
-    ``random_state`` is the estimator's."""
-    return fold_model(candidate, readers, y_index, classes, train, random_state)(test)
-
-
 def fold_model(
     candidate: Candidate,
     readers: Sequence[ReaderReads],
@@ -106,7 +87,9 @@ def fold_model(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """``candidate`` fitted on the ``train`` rows' reads and labels, as a
     function of test rows (one batch: batch calibration debiases by its
-    mean) to their log-probabilities; see ``fold_log_proba``."""
+    mean) to their log-probabilities: as ``fit`` on those rows then
+    ``predict_log_proba`` would give them, from the reads alone (the same
+    ``fit_calibration``); ``random_state`` is the estimator's."""
     n_classes = len(classes)
     if candidate.reader is None:
         features = np.hstack([r.reads.class_logprobs for r in readers])

@@ -525,8 +525,7 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         return method_result("decision_function", "single", [self.predict_log_proba(X)], self.classes_)
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = text_classifier_tags(super().__sklearn_tags__())
-        return tags
+        return text_classifier_tags(super().__sklearn_tags__())
 
 
 def _check_candidate(base: LLMLabelClassifier, params: dict[str, Any], named: str) -> None:

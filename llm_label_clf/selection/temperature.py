@@ -16,9 +16,7 @@ __all__ = ["LOG_T_BOUNDS", "SHRINK_TEXTS", "fit_temperature", "held_out_temperat
 #: The search range of log T: T from e^-3 (sharper, ~0.05) to e^3 (flatter, ~20).
 LOG_T_BOUNDS = (-3.0, 3.0)
 #: n0 of ``shrunk``: the log-temperature fitted on m texts keeps m / (m + n0) of
-#: itself. Chosen on the design sets' saved picks (SST-2, TREC; 32, 64 and 128
-#: tried; bench/experiments/calibration-2026-12-03/tshrink.py) and checked on
-#: the report sets (bench/experiments/report-calibration-2026-12-04).
+#: itself (chosen: docs/architecture.md).
 SHRINK_TEXTS = 64
 #: log(1e-300): probabilities are clipped there, as ``predict_log_proba`` clips them.
 _LOG_FLOOR = float(np.log(1e-300))

@@ -159,17 +159,13 @@ class Database:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             connection.execute("BEGIN IMMEDIATE")
-            try:
+            with connection:  # commits, or rolls back on any error
                 if not connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
                     for statement in _TABLES:
                         connection.execute(statement)
                     connection.executemany(
                         "INSERT INTO meta VALUES (?, ?)", [("schema", SCHEMA), ("version", str(VERSION))]
                     )
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
             tables = {"meta"}
         if "meta" not in tables:
             shown = ", ".join(sorted(tables)[:5])
@@ -210,11 +206,10 @@ class Database:
             try:
                 row = connection.execute(find, (reader, sequences)).fetchone()
                 if row is None:
-                    self._write(
-                        connection,
-                        "INSERT OR IGNORE INTO spaces (reader, sequences, model, key) VALUES (?, ?, ?, ?)",
-                        [(reader, sequences, model, key)],
-                    )
+                    connection.execute("BEGIN IMMEDIATE")
+                    with connection:
+                        add = "INSERT OR IGNORE INTO spaces (reader, sequences, model, key) VALUES (?, ?, ?, ?)"
+                        connection.execute(add, (reader, sequences, model, key))
                     row = connection.execute(find, (reader, sequences)).fetchone()
             except sqlite3.Error as exc:
                 raise self.error(exc, "look up or add a reader") from exc
@@ -262,22 +257,12 @@ class Database:
         with self._lock:
             connection = self.connection()
             try:
-                self._write(connection, "INSERT OR IGNORE INTO reads VALUES (?, ?, ?, ?, ?, ?)", rows)
+                connection.execute("BEGIN IMMEDIATE")
+                with connection:  # one transaction: nothing of the batch is stored if it fails
+                    connection.executemany("INSERT OR IGNORE INTO reads VALUES (?, ?, ?, ?, ?, ?)", rows)
             except (sqlite3.Error, OSError) as exc:
                 raise self.error(exc, f"store {len(rows)} reads") from exc
             self.stored += len(rows)
-
-    @staticmethod
-    def _write(connection: sqlite3.Connection, statement: str, rows: Sequence[tuple[object, ...]]) -> None:
-        """``statement`` over ``rows`` as one transaction, rolled back on any error."""
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            connection.executemany(statement, rows)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
 
     # ------------------------------------------------------------ what it holds
 
@@ -309,13 +294,9 @@ class Database:
             try:
                 held = self.count()
                 connection.execute("BEGIN IMMEDIATE")
-                try:
+                with connection:
                     connection.execute("DELETE FROM reads")
                     connection.execute("DELETE FROM spaces")
-                    connection.execute("COMMIT")
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
                 connection.execute("VACUUM")
                 connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
