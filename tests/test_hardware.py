@@ -47,11 +47,9 @@ def test_the_environment_and_the_users_options_win(no_overrides, monkeypatch):
 
 
 def test_gpus_keep_vllms_defaults_but_the_environments_dtype(no_overrides, monkeypatch):
-    from types import SimpleNamespace
-
     from llm_label_clf.engines import local
 
-    monkeypatch.setattr(local, "_platform", lambda: SimpleNamespace(is_cpu=lambda: False))
+    monkeypatch.setattr(local, "cpu_platform", lambda: False)  # what vLLM (or its record) says on a GPU
     assert engine_settings({}) == {}
     monkeypatch.setenv(DTYPE_ENV, "auto")
     assert engine_settings({}) == {}

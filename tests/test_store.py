@@ -161,6 +161,7 @@ RERUN = textwrap.dedent(
             "engine_starts": engine_count(), "stored": store.stored, "found": store.found,
             "started": [e["started"] for e in engine_info()["engines"]],
             "children": [p.pid for p in psutil.Process().children(recursive=True)],
+            "imported": [name for name in ("vllm", "torch") if name in sys.modules],
         }), flush=True)
     """
 )
@@ -201,14 +202,18 @@ def test_a_rerun_served_by_the_store_starts_no_engine(filled_store, datasets_dir
     """A fresh process (a rerun script) whose every read is stored: fit and
     predict_proba, uncalibrated and with the default calibration, give this
     process's probabilities bit for bit, read nothing, and start no engine
-    (no start counted, its handle not started, no child process at the end):
-    the tokenizer and vLLM's configuration serve fit."""
+    (no start counted, its handle not started, no child process at the end).
+    The first such process may ask vLLM for the engine's configuration and
+    record it (``engines.recorded``); the next imports neither vLLM nor torch:
+    the recorded handle and the model folder's tokenizer serve fit."""
     path, expected = filled_store
-    result, proba = rerun(path, datasets_dir, tmp_path, extra=[])
-    for name in RERUN_PARAMS:
-        assert np.array_equal(proba[name], expected[name]), name
-    assert result["engine_starts"] == 0 and result["started"] == [False] and result["children"] == [], result
-    assert result["stored"] == 0 and result["found"] >= 2 * RERUN_TEXTS, result
+    for run in ("first", "second"):
+        result, proba = rerun(path, datasets_dir, tmp_path, extra=[])
+        for name in RERUN_PARAMS:
+            assert np.array_equal(proba[name], expected[name]), (run, name)
+        assert result["engine_starts"] == 0 and result["started"] == [False] and result["children"] == [], result
+        assert result["stored"] == 0 and result["found"] >= 2 * RERUN_TEXTS, result
+    assert result["imported"] == [], result
 
 
 @pytest.mark.full

@@ -21,7 +21,8 @@ class Engine:
     the user's options over our defaults (every vLLM engine argument we set,
     and the dtype it runs). ``start``, where given, makes the client on the
     first use of ``client`` (on the library loop); ``config`` is the vLLM
-    configuration an embedded engine's handle was resolved with. Handles are
+    configuration an embedded engine's handle was resolved with (None where
+    a record served it: ``recorded``). Handles are
     not picklable: estimators find theirs again by their plain-data spec."""
 
     def __init__(

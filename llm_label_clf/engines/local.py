@@ -1,6 +1,7 @@
 """Embedded vLLM engines: one ``AsyncLLM`` per (model, engine options) per
 process, shared by every caller that asks for the same spec (estimators
-cloned by ``cross_val_score`` included)."""
+cloned by ``cross_val_score`` included); a recorded handle (``recorded``)
+needs neither vLLM nor torch until a read needs the engine."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from ..exceptions import ReadStoreError
 from ..models.builtin import DEFAULT_MODEL, resolve_model
 from ..models.source import check_model_source
 from ._processes import main_script_not_rerun, own_process_group
@@ -24,12 +26,14 @@ from .environment import ENGINE_LOGS_ENV, START_TIMEOUT_ENV, engine_process_envi
 from .handle import Engine
 from .hardware import DTYPE_ENV, choose_cpu_dtype, cpu_info
 from .loop import ORDER_LOCAL, on_exit, rearm_exit_handler, run_sync
+from .recorded import load_tokenizer, read_record, tokenizer_class, write_record
 from .workers import run_before_children_are_joined, spawnable_start_method
 
 __all__ = [
     "CPU_BLOCK_SIZE",
     "CPU_KV_CACHE_BYTES",
     "cpu_defaults",
+    "cpu_platform",
     "download_model",
     "engine_count",
     "engine_info",
@@ -141,11 +145,20 @@ def find_engine(model: str = DEFAULT_MODEL, engine_options: Mapping[str, Any] | 
 
 def _platform() -> Any:
     prepare_environment()
-    with warnings.catch_warnings():
-        # torch deprecations that vLLM's import triggers; nothing for our users to act on
-        warnings.simplefilter("ignore", FutureWarning)
+    with _quiet_imports():
         from vllm.platforms import current_platform
     return current_platform
+
+
+def cpu_platform() -> bool:
+    """Whether embedded engines run on vLLM's CPU platform: vLLM's answer,
+    recorded once it is the CPU, so later processes need not import vLLM."""
+    if read_record("platform", None) is not None:
+        return True
+    is_cpu = bool(_platform().is_cpu())
+    if is_cpu:
+        write_record("platform", None, {"cpu": True})
+    return is_cpu
 
 
 def engine_settings(engine_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -156,7 +169,7 @@ def engine_settings(engine_options: Mapping[str, Any] | None = None) -> dict[str
     in ``LLM_LABEL_CLF_GPU_MEMORY_UTILIZATION`` apply there."""
     settings: dict[str, Any] = {}
     user_dtype = "dtype" in (engine_options or {})
-    if _platform().is_cpu():
+    if cpu_platform():
         settings.update(cpu_defaults())
         if not user_dtype:
             dtype, why = choose_cpu_dtype(cpu_info())
@@ -248,8 +261,21 @@ def _resolve_engine(model: str, options: dict[str, Any], settings: dict[str, Any
     takes the minimum); such a handle starts its engine at once and takes
     the started value. ``_launch`` checks the two agree at every start.
     On CPU the configuration sets the environment vLLM's platform wants for
-    its engine processes (``LD_PRELOAD``, thread counts), as a start always did."""
+    its engine processes (``LD_PRELOAD``, thread counts), as a start always did.
+    On CPU a local folder's handle is recorded, and its record serves later
+    processes without vLLM (``recorded``; no ``config``, the start resolves it)."""
     path = resolve_model(model)
+    key = _record_key(model, path, settings)
+    found = read_record("handle", key) if key else None
+    if found:
+        try:
+            tokenizer = load_tokenizer(found["tokenizer_class"], path)
+        except Exception:  # transformers could not load it: vLLM resolves the handle instead
+            logger.debug("Engine record of %s not used", model, exc_info=True)
+        else:
+            return Engine(model, options, tokenizer=tokenizer, max_model_len=found["max_model_len"],
+                          settings=found["settings"],
+                          start=functools.partial(_launch, model, path, settings, found["max_model_len"]))
     try:
         with _quiet_imports():
             from vllm.engine.arg_utils import AsyncEngineArgs
@@ -269,7 +295,24 @@ def _resolve_engine(model: str, options: dict[str, Any], settings: dict[str, Any
     )
     if auto_fit:  # known once the engine has sized its KV cache
         engine.max_model_len = engine.start().client.model_config.max_model_len
+    elif key and resolved.tokenizer == path and _platform().is_cpu():
+        record = {"settings": engine.settings, "max_model_len": engine.max_model_len,
+                  "tokenizer_class": tokenizer_class(path, tokenizer)}
+        if record["tokenizer_class"] and json.loads(json.dumps(record, default=repr)) == record:
+            write_record("handle", key, record)
     return engine
+
+
+def _record_key(model: str, path: str, settings: Mapping[str, Any]) -> list[Any] | None:
+    """A handle record's key: the model, its folder and fingerprint, the settings; None for a hub id."""
+    if not os.path.isdir(path):
+        return None
+    from ..store.fingerprint import model_fingerprint
+
+    try:
+        return [model, path, model_fingerprint(path), json.loads(json.dumps(dict(settings), default=repr))]
+    except ReadStoreError:  # an unreadable folder: vLLM says what is wrong with it
+        return None
 
 
 def _launch(model: str, path: str, settings: dict[str, Any], max_model_len: int | None) -> Any:

@@ -141,12 +141,13 @@ def _hub_snapshot(model: str, engine_options: Mapping[str, Any] | None, settings
 
 def _device() -> str:
     """What the reads run on: the CPU's capability, or the GPU's name."""
+    from ..engines.hardware import cpu_info
+    from ..engines.local import cpu_platform
+
+    if cpu_platform():  # known without vLLM once recorded
+        return f"cpu:{cpu_info().capability}"
     from vllm.platforms import current_platform
 
-    if current_platform.is_cpu():
-        from ..engines.hardware import cpu_info
-
-        return f"cpu:{cpu_info().capability}"
     try:
         return f"{current_platform.device_type}:{current_platform.get_device_name()}"
     except Exception:  # a platform without a device name: its type still splits CPU from GPU reads
