@@ -264,9 +264,10 @@ def start_once(options: dict[str, Any]) -> dict[str, Any]:
 def startup_markdown(doc: dict[str, Any]) -> str:
     m, variants = doc["machine"], list(doc["median"])
     dtype = next((run["settings"].get("dtype") for run in doc["runs"][variants[-1]] if "settings" in run), "?")
+    when = f", {doc['date']}, load average {doc['load_avg_start']:.2f} before" if "date" in doc else ""
     lines = [
         f"# Engine start-up on {m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), dtype {dtype}, "
-        f"median of {doc['repeats']} fresh processes",
+        f"median of {doc['repeats']} fresh processes{when}",
         "",
         "| phase (s) | " + " | ".join(variants) + " |",
         "|---|" + "---:|" * len(variants),
@@ -289,8 +290,8 @@ def startup(args: argparse.Namespace) -> None:
         values = [run[key] for run in runs[name] if run.get(key) is not None]
         return statistics.median(values) if values else None
 
-    doc = {"machine": common.machine(), "repeats": args.repeats, "runs": runs,
-           "median": {name: {k: median(name, k) for k in KEYS} for name in STARTS}}
+    doc = common.record(repeats=args.repeats, runs=runs,
+                        median={name: {k: median(name, k) for k in KEYS} for name in STARTS})
     print(common.write("startup", doc, startup_markdown))
 
 
