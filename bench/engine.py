@@ -264,7 +264,9 @@ def start_once(options: dict[str, Any]) -> dict[str, Any]:
 def startup_markdown(doc: dict[str, Any]) -> str:
     m, variants = doc["machine"], list(doc["median"])
     dtype = next((run["settings"].get("dtype") for run in doc["runs"][variants[-1]] if "settings" in run), "?")
-    when = f", {doc['date']}, load average {doc['load_avg_start']:.2f} before" if "date" in doc else ""
+    when = ""
+    if "date" in doc:
+        when = f", {doc['date']}, load average {doc['load_avg_start']:.2f} before, {doc['load_avg_end']:.2f} after"
     lines = [
         f"# Engine start-up on {m['cpu_model']} ({m['cpu_capability']}, {m['cores_usable']} cores), dtype {dtype}, "
         f"median of {doc['repeats']} fresh processes{when}",
@@ -280,6 +282,7 @@ def startup_markdown(doc: dict[str, Any]) -> str:
 
 def startup(args: argparse.Namespace) -> None:
     """``startup``: vLLM's defaults and ours, interleaved, ``--repeats`` fresh processes each."""
+    doc = common.record(repeats=args.repeats)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in STARTS}
     for r in range(args.repeats):  # interleaved, so both see the same machine state
         for name, options in STARTS.items():
@@ -290,8 +293,7 @@ def startup(args: argparse.Namespace) -> None:
         values = [run[key] for run in runs[name] if run.get(key) is not None]
         return statistics.median(values) if values else None
 
-    doc = common.record(repeats=args.repeats, runs=runs,
-                        median={name: {k: median(name, k) for k in KEYS} for name in STARTS})
+    doc.update(runs=runs, median={name: {k: median(name, k) for k in KEYS} for name in STARTS})
     print(common.write("startup", doc, startup_markdown))
 
 
