@@ -413,7 +413,7 @@ _FRESH_PROCESS = textwrap.dedent(
 
     if __name__ == "__main__":
         data = json.loads(open(sys.argv[1]).read())
-        clf = LLMLabelClassifier(prompt=data["prompts"][0], progress=False, low_mass="ignore")
+        clf = LLMLabelClassifier(prompt=data["prompts"][0], progress=False, low_mass="ignore", calibration=None)
         search = GridSearchCV(clf, {"prompt": data["prompts"]}, cv=3, n_jobs=2, error_score="raise")
         search.fit(data["X"], data["y"])
         proba = search.predict_proba(data["X"]).tolist()
