@@ -295,7 +295,7 @@ def _resolve_engine(model: str, options: dict[str, Any], settings: dict[str, Any
     )
     if auto_fit:  # known once the engine has sized its KV cache
         engine.max_model_len = engine.start().client.model_config.max_model_len
-    elif key and resolved.tokenizer == path and _platform().is_cpu():
+    elif key and resolved.tokenizer == path and cpu_platform():
         record = {"settings": engine.settings, "max_model_len": engine.max_model_len,
                   "tokenizer_class": tokenizer_class(path, tokenizer)}
         if record["tokenizer_class"] and json.loads(json.dumps(record, default=repr)) == record:
