@@ -9,14 +9,16 @@ dataset and size, mean ± standard error over draws: accuracy against the best
 fixed mode (a test-set oracle), zero-shot and batch calibration; macro-F1,
 log-loss, top-label ECE beside its floor, the estimate's bias against the
 pick's test score, and ``fit_cost_``. Defaults are chosen on the design sets
-only (``SETS``).
+only (``SETS``). Three public sets (hate_speech, dbpedia, bbc_news: CSVs that
+``bench/public_sets.py`` builds into its cache folder) are reported only, like
+the report sets, and run only when named or with ``--set public``.
 
 Draws run before issue 53 also re-read each fit's split scores by other
 rules, repeats and candidate sets (``variants`` in their JSON), and
 ``--render --name learning`` rewrote ``learning.md``; commit 75ea201 holds
 that code and its tables.
 
-Run: ``python bench/selection.py [--set design|report|all] [--datasets ...]
+Run: ``python bench/selection.py [--set design|report|public|all] [--datasets ...]
 [--sizes 16 32 64 128] [--draws 10] [--test 300] [--repeats 4] [--name NAME]
 [--resume]``; writes ``bench/results/NAME.json`` (after every draw),
 ``NAME.md`` and ``NAME-summary.md`` (the block for docs/guide/learning.md:
@@ -42,16 +44,23 @@ from bench import common  # noqa: E402
 
 #: name -> (file, set). The split is fixed: defaults (the selection rule, the
 #: repeats, the candidates) are chosen on the design sets only; the report
-#: sets are run to report, never to choose. TREC is the coarse ``label``
-#: column; banking77 (77 classes, ~141 reads per text) runs only when named.
+#: and public sets are run to report, never to choose. TREC is the coarse
+#: ``label`` column; banking77 (77 classes, ~141 reads per text) runs only
+#: when named. The public sets' files are in ``bench/public_sets.py``'s cache
+#: folder, not the project's datasets folder, and run only when named or with
+#: ``--set public``.
 SETS: dict[str, tuple[str, str]] = {
     "sst2": ("sst2_dev.csv", "design"),
     "trec": ("trec_test.csv", "design"),
     "ag_news": ("agnews_test.csv", "report"),
     "emotion": ("emotion_val.csv", "report"),
     "banking77": ("banking77_test.csv", "report"),
+    "hate_speech": ("hate_speech.csv", "public"),
+    "dbpedia": ("dbpedia.csv", "public"),
+    "bbc_news": ("bbc_news.csv", "public"),
 }
-DEFAULT_DATASETS = [name for name in SETS if name != "banking77"]
+KINDS = ("design", "report", "public")
+DEFAULT_DATASETS = [name for name, (_, kind) in SETS.items() if name != "banking77" and kind != "public"]
 #: Where a dataset has its own training file, the draws come from it (TREC's
 #: test file leaves only 200 rows beside a 300-text test set).
 POOLS: dict[str, str] = {"trec": "trec_train.csv"}
@@ -96,6 +105,23 @@ def test_file(name: str, from_pool: bool = False) -> str:
     return POOLS[name] if from_pool and name in POOLS else SETS[name][0]
 
 
+def data_path(name: str, file: str) -> Path:
+    """Where ``file`` of dataset ``name`` is: the public sets' cache folder for
+    a public set (exits naming the file and the command that builds it where it
+    is missing), else the project's datasets folder."""
+    if SETS[name][1] != "public":
+        from llm_label_clf.testing import datasets_dir
+
+        return datasets_dir() / file
+    from bench.public_sets import CACHE
+
+    path = CACHE / file
+    if not path.is_file():
+        raise SystemExit(f"{name}: {path} is missing; build it with `python bench/public_sets.py {name}` "
+                         "(after the `fetch` of its source that bench/public_sets.md names)")
+    return path
+
+
 def test_and_pool(name: str, n_test: int, from_pool: bool = False) -> tuple[Any, Any]:
     """The dataset's fixed stratified test set and the pool the draws come from.
     ``from_pool``: where the dataset has its own training file (TREC), the test
@@ -105,12 +131,10 @@ def test_and_pool(name: str, n_test: int, from_pool: bool = False) -> tuple[Any,
     import pandas as pd
     from sklearn.model_selection import train_test_split
 
-    from llm_label_clf.testing import datasets_dir
-
-    frame = pd.read_csv(datasets_dir() / test_file(name, from_pool))[["text", "label"]]
+    frame = pd.read_csv(data_path(name, test_file(name, from_pool)))[["text", "label"]]
     pool, test = train_test_split(frame, test_size=n_test, stratify=frame["label"], random_state=TEST_SEED)
     if name in POOLS and not from_pool:
-        pool = pd.read_csv(datasets_dir() / POOLS[name])[["text", "label"]]
+        pool = pd.read_csv(data_path(name, POOLS[name]))[["text", "label"]]
     test, pool = test.sort_index(), pool.sort_index()
     missing = sorted(set(frame["label"]) - set(pool["label"]))
     if missing:
@@ -489,14 +513,15 @@ def markdown(doc: dict[str, Any]) -> str:
          "candidate sets on the same split scores) of draws run before issue 53 are in the JSON; their tables "
          "are this page at commit 75ea201."), "",
         "Design sets (defaults chosen here): " + ", ".join(k for k, v in SETS.items() if v[1] == "design")
-        + ". Report sets (run only to report): " + ", ".join(k for k, v in SETS.items() if v[1] == "report") + ".",
+        + ". Report sets (run only to report): " + ", ".join(k for k, v in SETS.items() if v[1] == "report") + "."
+        + public_note(doc, "Public sets (built by `bench/public_sets.py`, run only to report): {}."),
     ]
     for name, info in doc["datasets"].items():
         lines.append(f"- {name} ({info['set']}): `{info['file']}`, {info['classes']} classes, {info['test']} test "
                      f"texts, a pool of {info['pool']} to draw from.")
     lines += [f"- Note: {note}" for note in doc.get("notes", [])]
     lines.append("")
-    for kind in ("design", "report"):
+    for kind in KINDS:
         for n in sizes_of(agg):
             names = [name for name in agg if SETS[name][1] == kind and n in agg[name]]
             if not names:
@@ -565,6 +590,13 @@ def aims(f: dict[str, Any]) -> list[str]:
     return missed
 
 
+def public_note(doc: dict[str, Any], text: str) -> str:
+    """A space and ``text`` with the public sets ``doc`` ran filled in, or
+    nothing where it ran none (pages of runs without them render as they were)."""
+    ran = [name for name in doc["datasets"] if SETS[name][1] == "public"]
+    return " " + text.format(", ".join(ran)) if ran else ""
+
+
 def summary(doc: dict[str, Any]) -> str:
     """The block for docs/guide/learning.md, between its selection markers:
     the default fit, one row per dataset and size, and which aims it meets
@@ -576,13 +608,15 @@ def summary(doc: dict[str, Any]) -> str:
               "Mean ± standard error over the draws; accuracy differences in points; \"best fixed\" is the fixed "
               "mode with the best *test* accuracy in each draw (an oracle no user has); ECE beside its floor is in "
               "the full results page. Defaults were chosen on the "
-              "design sets (" + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only."), "",
+              "design sets (" + ", ".join(k for k, v in SETS.items() if v[1] == "design") + ") only."
+              + public_note(doc, "The public sets ({}) are reported only.")), "",
              "| dataset | texts | draws | accuracy | CV − best fixed | CV − zero-shot "
              "| test log-loss − `-held_out_score_` | ±2 SE covers test | log-loss − zero-shot's "
              "| draws worse by > 0.05 | zero-shot passes |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     verdicts = []
-    for name in sorted(agg, key=lambda k: (SETS[k][1] != "report", k)):
+    order = {"report": 0, "design": 1, "public": 2}  # the report sets first, as the learning page has them
+    for name in sorted(agg, key=lambda k: (order[SETS[k][1]], k)):
         for n in sorted(agg[name], key=int):
             a = agg[name][n]
             f = a["fit"]
@@ -678,10 +712,24 @@ def prewarm(test: Any) -> None:
         LLMLabelClassifier(progress=False, low_mass="ignore", **prompt).fit(Xt, yt).predict_proba(Xt)
 
 
+def chosen_sets(datasets: list[str] | None, kind: str) -> list[str]:
+    """The datasets a run takes: ``datasets`` (default: ``DEFAULT_DATASETS``,
+    or every public set where ``kind`` is "public") of ``kind`` ("all": any).
+    Exits naming them where none is of that kind."""
+    public = [name for name, (_, of) in SETS.items() if of == "public"]
+    named = datasets or (public if kind == "public" else DEFAULT_DATASETS)
+    names = [name for name in named if kind in ("all", SETS[name][1])]
+    if not names:
+        raise SystemExit(f"--set {kind}: none of {named} is a {kind} set; name one or give --set all")
+    return names
+
+
 def main() -> None:
     parser = common.parser(__doc__)
-    parser.add_argument("--datasets", nargs="+", choices=list(SETS), help="default: every set but banking77")
-    parser.add_argument("--set", choices=("design", "report", "all"), default="all")
+    parser.add_argument("--datasets", nargs="+", choices=list(SETS),
+                        help="default: the design and report sets but banking77 (with --set public: the public sets)")
+    parser.add_argument("--set", choices=(*KINDS, "all"), default="all",
+                        help="run only the named or default datasets of this kind (public: only the public sets)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64, 128])
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--test", type=int, default=300)
@@ -699,7 +747,7 @@ def main() -> None:
     if args.render:
         print(pages(args.name, common.load(args.name), record=False))
         return
-    names = [name for name in (args.datasets or DEFAULT_DATASETS) if args.set in ("all", SETS[name][1])]
+    names = chosen_sets(args.datasets, args.set)
     from llm_label_clf import engine_info
     from llm_label_clf.reading.cache import ReadCache
 
