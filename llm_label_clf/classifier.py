@@ -144,8 +144,10 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
     few_shot : int, default=0
         Labelled examples per class, drawn from the training data (stratified,
         seeded by ``random_state``) and written before every text with their
-        answers: one shared, cached prefix. Fails when it leaves fewer than 64
-        tokens of the model's context.
+        answers: one shared, cached prefix. A calibration that reads the
+        training texts reads an example text with itself swapped for another
+        of its class. Fails when it leaves fewer than 64 tokens of the
+        model's context.
     calibration : {"auto", None, "contextual", "batch", "learned"}, default="auto"
         Removes the model's bias toward some labels. "auto": tempered reads
         divided by each class's mean probability over the texts ``fit`` got,

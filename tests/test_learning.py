@@ -21,6 +21,8 @@ from llm_label_clf.fitting.calibration import (
     tempered,
     texts_prior,
 )
+from llm_label_clf.reading.build import plan_showing
+from llm_label_clf.reading.driver import read_plans
 
 N_TEXTS = 24
 
@@ -99,7 +101,7 @@ def test_batch_calibration_uses_the_call_or_the_training_texts(plain, sst2):
     np.testing.assert_allclose(small, debiased(base[:3], mean_log(base) - log_prior), atol=1e-9)
 
 
-def test_learned_calibration_is_cross_fitted_outside_the_examples(plain, sst2):
+def test_learned_calibration_is_cross_fitted(plain, sst2):
     X, y = sst2
     clf = make_classifier(calibration="learned", few_shot=1, random_state=0, low_mass="ignore").fit(X, y)
     assert len(clf.calibrator_.models) == 5
@@ -124,15 +126,33 @@ def test_transform_returns_label_logprob_features(plain, sst2):
     assert set(stacked.predict(X)) <= set(y)
 
 
-def test_batch_calibration_falls_back_to_content_free_when_all_texts_are_examples(engine, sst2):
+def test_batch_calibration_reads_each_example_text_without_itself(engine, sst2):
+    """Every training text is an example (2 per class, few_shot=2): the batch
+    bias is still the training texts' own, each read under the fitted prompt
+    with itself left out (its class has no other text to swap in), not the
+    content-free fallback; read under the prompt that shows it, a text reads
+    otherwise."""
     X, y = sst2
     rows = [*np.flatnonzero(y == "negative")[:2], *np.flatnonzero(y == "positive")[:2]]
     texts, labels = [X[i] for i in rows], y[rows]
     few = dict(few_shot=2, random_state=0, low_mass="ignore")
     batch = make_classifier(calibration="batch", **few).fit(texts, labels)
-    assert sorted(batch.few_shot_rows_) == [0, 1, 2, 3]  # every training text is an example
+    shown = list(batch.few_shot_rows_)
+    assert sorted(shown) == [0, 1, 2, 3]  # every training text is an example
+    records = [{"text": t} for t in texts]
+    y_index = np.searchsorted(batch.classes_, labels)
+    alone = [
+        read_plans([plan_showing(batch.plans_[0], batch.verbalizers_, records, y_index, [r for r in shown if r != i],
+                                 few_shot=2, tokenizer=engine.tokenizer, max_model_len=engine.max_model_len)],
+                   [records[i]], engine, batch_size=1, progress=False)[0].log_proba()[0]
+        for i in range(4)
+    ]
+    np.testing.assert_allclose(batch.calibration_bias_, mean_log(np.array(alone)) - np.log(batch.class_prior_),
+                               atol=1e-4)
     contextual = make_classifier(calibration="contextual", **few).fit(texts, labels)
-    np.testing.assert_allclose(batch.calibration_bias_, contextual.calibration_bias_, atol=1e-9)
+    assert np.abs(batch.calibration_bias_ - contextual.calibration_bias_).max() > 1e-3
+    shown_reads = make_classifier(calibration=None, **few).fit(texts, labels).predict_log_proba(texts)
+    assert np.abs(np.array(alone) - shown_reads).max() > 1e-3
 
 
 def test_auto_calibration_without_labels_aims_at_the_prior_the_texts_show(plain, sst2):

@@ -24,18 +24,18 @@ from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
 from llm_label_clf.fitting.calibration import class_prior
 from llm_label_clf.reading.build import FewShotTooLongError
 from llm_label_clf.reading.cache import ReadCache
+from llm_label_clf.reading.unshown import swapped_examples
 from llm_label_clf.selection.budget import passes, readers_within
 from llm_label_clf.selection.candidates import Candidate
 from llm_label_clf.selection.estimate import bootstrap_sem, nested_choices, pair_splits
 from llm_label_clf.selection.folds import (
     fallback_candidate,
-    refittable,
     too_small_for_examples,
     usable_few_shots,
     warn_left_out,
 )
 from llm_label_clf.selection.plans import fitted_plans
-from llm_label_clf.selection.reads import read_reader, swapped_examples
+from llm_label_clf.selection.reads import read_reader
 from llm_label_clf.selection.rules import choose, complexity_of
 from llm_label_clf.selection.scores import ReaderReads, StackingHead, fold_model
 from llm_label_clf.selection.temperature import SHRINK_TEXTS, fit_temperature, shrunk
@@ -227,6 +227,34 @@ def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2)
         assert swapped[:place] + swapped[place + 1:] == shown[:place] + shown[place + 1:]
     # a class with no unshown text left: its example is dropped, not replaced
     assert swapped_examples([0, 1], np.array([0, 1, 1]), 0) == [[1], [0, 2]]
+
+
+def test_a_few_shot_refit_calibrates_on_the_reads_the_folds_scored(selected, sst2):
+    """A few-shot fit calibrates on every training text, an example text read
+    with itself swapped out: the refit of a learned few-shot candidate is
+    the fold model fitted on every row of the scoring's reads. Before
+    2026-12-07 it calibrated on the texts outside its examples only, a model
+    no fold scored (the AG News misses of issue 54). A class of 2 texts, both
+    examples (few_shot=2), now fits too."""
+    X, y = sst2
+    base = make_classifier(random_state=0, low_mass="ignore")
+    classes = selected.classes_
+    y_index = np.searchsorted(classes, y)
+    params = {**next(p for p in selected.readers_ if p["few_shot"]), "calibration": "learned", "class_weight": None}
+    reader = clone(base).set_params(**{**params, "calibration": None}).fit(X, y)
+    rest = np.setdiff1d(np.arange(len(X)), reader.few_shot_rows_)
+    with ReadCache().active():
+        reads = read_reader(reader, [{"text": t} for t in X], y_index, "test")
+        refit = clone(base).set_params(**params).fit(X, y)
+        got = refit.predict_log_proba([X[i] for i in rest])
+    every = np.arange(len(X))
+    want = fold_model(Candidate(0, params), [reads], y_index, classes, every, 0)(rest)
+    np.testing.assert_allclose(got, want, atol=CACHE_TOLERANCE)
+    rare = np.flatnonzero(y == classes[1])[:2]
+    keep = np.concatenate([np.flatnonzero(y == classes[0]), rare])
+    small = clone(base).set_params(**{**params, "few_shot": 2}).fit([X[i] for i in keep], y[keep])
+    assert sorted(set(rare.tolist()) & {int(keep[r]) for r in small.few_shot_rows_}) == sorted(rare.tolist())
+    assert np.isfinite(small.predict_log_proba(X[:4])).all()
 
 
 def test_clone_and_pickle(selected, sst2):
@@ -531,60 +559,30 @@ def test_a_prompt_whose_examples_overflow_the_context_is_left_out_not_the_search
 # --- the selection rules, on hand-built score tables (no engine) --------------
 
 
-def test_a_learned_few_shot_candidate_its_refit_could_not_fit_is_left_out():
-    """``few_shot=4`` with the learned calibration fits its regression on the
-    texts outside the examples, 2 of every class: with a class of 5 texts
-    (4 examples, 1 left) it is left out before anything is read, with a
-    warning naming the class; every other candidate stays, in order. The
-    protocol's 32-text draws raised at the refit in 3 of 30 fits before this."""
-    y = np.array(["a"] * 10 + ["b"] * 6 + ["c"] * 5)
-    found = [Candidate(0, {"few_shot": 0, "calibration": "learned"}),
-             Candidate(1, {"few_shot": 4, "calibration": "batch"}),
-             Candidate(1, {"few_shot": 4, "calibration": "learned", "class_weight": None}),
-             Candidate(2, {"few_shot": 3, "calibration": "learned", "class_weight": None}),
-             Candidate(None, {"stack": True, "class_weight": None})]
-    kept, said = refittable(found, y)
-    assert kept == [found[0], found[1], found[3], found[4]] and said == ["few_shot=4 (class 'c' has 5 texts)"]
-    with pytest.warns(UserWarning, match=r"calibration='learned' with few_shot=4 \(class 'c' has 5 texts\) is left out"):
-        warn_left_out(y, [], said)
-    with pytest.raises(ValueError, match=r"few_shot=4 \(class 'c' has 5 texts\) leaves no candidate"):
-        refittable([found[2]], y)
-    assert refittable(found, np.array(["a"] * 6 + ["b"] * 6)) == (found, [])  # 4 examples leave 2 of each
-
-
 def test_one_warning_names_what_cannot_be_scored_and_the_class_counts():
     """59 texts of one class and 5 of the other: 4 examples per class would
     leave one text of the rarer class to score by, so few_shot=4 is lowered
-    to 3 (2 left); the learned calibration's refit at 3 keeps 2 of every
-    class. One warning names the count, its replacement and both classes'
-    counts; where a learned few-shot candidate is left out too, the same
-    warning names it. Nothing is said when nothing is left out."""
+    to 3 (2 left). One warning names the count, its replacement and both
+    classes' counts. Nothing is said when nothing is left out."""
     y = np.array(["negative"] * 59 + ["positive"] * 5)
     few_shots, lowered = usable_few_shots((0, 4), y)
     assert few_shots == [0, 3] and lowered == ["few_shot=4 lowered to 3"]
-    learned = [Candidate(1, {"few_shot": 3, "calibration": "learned", "class_weight": None})]
-    assert refittable(learned, y) == (learned, [])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        warn_left_out(y, lowered, [])
-        warn_left_out(y, [], [])
+        warn_left_out(y, lowered)
+        warn_left_out(y, [])
     assert len(caught) == 1 and issubclass(caught[0].category, UserWarning)
     message = str(caught[0].message)
     assert "64 training texts in 2 classes ('negative' 59, 'positive' 5), few_shot=4 lowered to 3" in message
     assert "not in cv_results_" in message and "fallback" not in message
-    # three classes, one of 1 text: few_shot=4 lowered to 1, and learned at 1 left out, in the same warning
+    # three classes, one of 1 text: few_shot=4 lowered to 1
     y3 = np.array(["a"] * 12 + ["b"] * 3 + ["c"])
     few_shots, lowered = usable_few_shots([0, 4], y3)
-    with pytest.raises(ValueError, match=r"few_shot=1 \(class 'c' has 1 texts\) leaves no candidate"):
-        refittable([Candidate(1, {"few_shot": 1, "calibration": "learned"})], y3)
-    kept, unfittable = refittable([Candidate(0, {"few_shot": 0, "calibration": "learned"}),
-                                   Candidate(1, {"few_shot": 1, "calibration": "learned"})], y3)
-    assert few_shots == [0, 1] and len(kept) == 1 and unfittable == ["few_shot=1 (class 'c' has 1 texts)"]
+    assert few_shots == [0, 1]
     with pytest.warns(UserWarning) as caught:
-        warn_left_out(y3, lowered, unfittable)
+        warn_left_out(y3, lowered)
     assert len(caught) == 1
     assert "('a' 12, 'b' 3, 'c' 1), few_shot=4 lowered to 1: " in str(caught[0].message)
-    assert "calibration='learned' with few_shot=1 (class 'c' has 1 texts) is left out" in str(caught[0].message)
 
 
 def test_texts_too_few_for_the_examples_overall_is_twice_the_examples():
@@ -610,7 +608,7 @@ def test_texts_too_few_for_the_examples_overall_is_twice_the_examples():
     assert fallback_candidate(readers, (0, 4), [0, 1], nine, "search") is None
     with pytest.warns(UserWarning, match=r"9 texts are fewer than 2 x few_shot=4 x 2 classes, so best_estimator_ is "
                                          r"the fallback \(small_data='fallback'\)"):
-        warn_left_out(nine, ["few_shot=4 lowered to 1"], [], fallback=4)
+        warn_left_out(nine, ["few_shot=4 lowered to 1"], fallback=4)
 
 
 class _Reader(BaseEstimator):

@@ -37,7 +37,6 @@ __all__ = [
     "index_weights",
     "learned_seed",
     "tempered",
-    "rows_not_shown",
 ]
 
 CALIBRATIONS = ("auto", None, "contextual", "batch", "learned")
@@ -135,19 +134,22 @@ class LearnedCalibrator:
         random_state: Any,
         class_weight: Any = None,
         Cs: Sequence[float] = LEARNED_CS,
+        refit: bool = False,
     ) -> LearnedCalibrator:
         """Fits on rows with class indices ``y_index``, choosing ``C`` among
-        ``Cs`` by cross-fitted log-loss. Raises ValueError when a class has
-        fewer than 2 rows (no fold could hold it out and keep it)."""
+        ``Cs`` by cross-fitted log-loss; with ``refit``, one regression on
+        every row at that ``C`` instead of the folds' average. Raises
+        ValueError when a class has fewer than 2 rows (no fold could hold it
+        out and keep it)."""
         from sklearn.model_selection import StratifiedKFold
 
         counts = np.bincount(y_index, minlength=n_classes)
         if counts.min() < LEARNED_MIN_PER_CLASS:
             missing = np.flatnonzero(counts < LEARNED_MIN_PER_CLASS).tolist()
             raise ValueError(
-                f"calibration='learned' needs at least {LEARNED_MIN_PER_CLASS} training texts of every class "
-                f"outside the few-shot examples; class indices {missing} have fewer: pass more labelled texts "
-                "to fit, lower few_shot, or use calibration='batch' or 'contextual'"
+                f"calibration='learned' needs at least {LEARNED_MIN_PER_CLASS} training texts of every class; "
+                f"class indices {missing} have fewer: pass more labelled texts to fit, or use calibration='batch' "
+                "or 'contextual'"
             )
         k = int(min(5, counts.min()))
         folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state).split(log_proba, y_index))
@@ -165,6 +167,9 @@ class LearnedCalibrator:
                 if best is None or loss < best[0] - 1e-12:
                     best = (loss, C, models)
         assert best is not None
+        if refit:
+            with threadpool_limits(1, "blas"):
+                return cls([_logistic(best[1], class_weight).fit(log_proba, y_index)], best[1], class_weight)
         return cls(best[2], best[1], class_weight)
 
     def log_proba(self, log_proba: np.ndarray, n_classes: int) -> np.ndarray:
@@ -245,13 +250,6 @@ def learned_seed(random_state: Any) -> int:
     return int(check_random_state(random_state).randint(2**31 - 1))
 
 
-def rows_not_shown(rows: Iterable[int], shown: Iterable[int]) -> np.ndarray:
-    """The training rows calibration and scoring may use: ``rows`` less those
-    shown as few-shot examples (the model has seen their answers), in order."""
-    hidden = set(shown)
-    return np.array([i for i in rows if i not in hidden], dtype=np.int64)
-
-
 @dataclass(frozen=True)
 class Calibration:
     """One output's calibration as fit estimated it: its ``kind`` (None: no
@@ -283,8 +281,8 @@ def fit_calibration(
     domain_context: Callable[[], np.ndarray] | None = None,
 ) -> Calibration:
     """The one calibration fit, used by ``fit`` and by every cross-validation
-    fold: from the log-probabilities of the training ``rows`` (not shown as
-    examples; ``log_proba_of(rows)``), of the content-free inputs
+    fold: from the log-probabilities of the training ``rows``
+    (``log_proba_of(rows)``, an example text read with itself swapped out), of the content-free inputs
     (``content_free()``) or of the domain-context inputs
     (``domain_context()``), each asked for only when ``kind`` needs it. Batch
     and auto calibration with fewer rows than they need fall back to the

@@ -22,6 +22,7 @@ from ..reading.joint import JOINT_PROMPT, JointPlan, answer_regex, code_token_id
 from ..reading.plan import ReadingPlan
 from ..reading.prompts import DEFAULT_PROMPT, LABELS_FIELD, OPTIONS_FIELD, PromptTemplate
 from ..reading.render import check_fields
+from ..reading.unshown import read_unshown
 from ..store.handle import store_ref
 from .calibration import (
     Calibration,
@@ -29,7 +30,6 @@ from .calibration import (
     content_free_records,
     domain_context_records,
     fit_calibration,
-    rows_not_shown,
 )
 from .fitted import FittedOutput, applies_log_proba
 from .label_words import warn_label_words
@@ -154,13 +154,14 @@ def fit_output(
     seen: list[tuple[np.ndarray, np.ndarray]] = []
 
     def log_proba_of(rows: np.ndarray) -> np.ndarray:
-        progress = est.progress and est.calibration == "learned"
-        found = read_plans([plan], [records[i] for i in rows], engine, batch_size=est.batch_size,
-                           progress=progress)[0].log_proba()
+        # an example text is read with itself swapped out, as cross-validation scores it
+        found = read_unshown(plan, reading.verbalizers, records, y_index, rows, reading.few_shot_rows, engine,
+                             few_shot=int(est.few_shot), random_state=est.random_state, batch_size=est.batch_size,
+                             progress=est.progress and est.calibration == "learned", owner=owner).log_proba()
         seen.append((np.asarray(rows), found))
         return found
 
-    rows = rows_not_shown(range(len(records)), reading.few_shot_rows)
+    rows = np.arange(len(records))
     fields = plan.layout.template.input_fields
     calibration = fit_calibration(
         est.calibration,

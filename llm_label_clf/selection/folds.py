@@ -16,7 +16,6 @@ from sklearn.metrics import check_scoring, log_loss, make_scorer
 from sklearn.model_selection import RepeatedStratifiedKFold, check_cv
 
 from ..exceptions import warn_user
-from ..fitting.calibration import LEARNED_MIN_PER_CLASS
 from .candidates import Candidate
 from .rules import split_sem
 
@@ -25,7 +24,6 @@ __all__ = [
     "fallback_candidate",
     "fold_count",
     "refit_metric",
-    "refittable",
     "results",
     "scorer",
     "split_rows",
@@ -34,8 +32,6 @@ __all__ = [
     "warn_left_out",
 ]
 
-#: Why ``refittable`` leaves a learned few-shot candidate out.
-_LEARNED_WHY = "its refit fits the regression on the texts outside the examples, at least 2 of every class"
 #: At most this many classes are named, with their counts, by ``warn_left_out``.
 _NAMED_CLASSES = 6
 
@@ -138,56 +134,25 @@ def fallback_candidate(
     return Candidate(0, {**readers[0], "few_shot": largest, "calibration": "batch", "calibration_prior": "y"})
 
 
-def refittable(found: Sequence[Any], y: np.ndarray) -> tuple[list[Any], list[str]]:
-    """The candidates of ``found`` whose refit on every text can be fitted,
-    in order, and those left out ("few_shot=4 (class 'c' has 5 texts)") for
-    ``warn_left_out``. A few-shot candidate with ``calibration="learned"``
-    fits its regression, as ``LLMLabelClassifier`` does, on the texts
-    outside its examples, at least 2 of every class (``few_shot`` takes at
-    most a class's count): with a class of fewer than ``few_shot`` + 2 texts
-    it is left out. Raises ValueError, naming the class, when none is left."""
-    labels, counts = np.unique(y, return_counts=True)
-    kept, left_out = [], {}
-    for c in found:
-        k = c.params.get("few_shot", 0)
-        if c.params.get("calibration") == "learned" and isinstance(k, numbers.Integral) and k > 0:
-            short = labels[counts < k + LEARNED_MIN_PER_CLASS]
-            if len(short):
-                left_out[int(k)] = (str(short[0]), int(counts[labels == short[0]][0]))
-                continue
-        kept.append(c)
-    said = [f"few_shot={k} (class {name!r} has {n} texts)" for k, (name, n) in left_out.items()]
-    if not kept:
-        raise ValueError(
-            f"LLMLabelClassifierCV: calibration='learned' with {'; '.join(said)} leaves no candidate: {_LEARNED_WHY}; "
-            "pass more labelled texts of that class to try it, or add calibrations"
-        )
-    return kept, said
-
-
-def warn_left_out(y: np.ndarray, lowered: Sequence[str], unfittable: Sequence[str], fallback: int = 0) -> None:
-    """One warning for every candidate the search leaves out because it could
-    not be scored or refitted (``usable_few_shots``' ``lowered``,
-    ``refittable``'s ``unfittable``), with the class counts that rule them
-    out; nothing when there is none. The candidates that can be scored are
-    scored and chosen among, or, with ``fallback`` (a few-shot count), the
-    search's ``small_data`` fallback with that count is taken unscored."""
-    if not lowered and not unfittable:
+def warn_left_out(y: np.ndarray, lowered: Sequence[str], fallback: int = 0) -> None:
+    """One warning for every few-shot count the search lowers or leaves out
+    because it could not be scored (``usable_few_shots``' ``lowered``), with
+    the class counts that rule them out; nothing when there is none. The
+    candidates that can be scored are scored and chosen among, or, with
+    ``fallback`` (a few-shot count), the search's ``small_data`` fallback
+    with that count is taken unscored."""
+    if not lowered:
         return
     labels, counts = np.unique(y, return_counts=True)
     many = len(labels) > _NAMED_CLASSES
     order = np.argsort(counts, kind="stable")[:_NAMED_CLASSES] if many else np.arange(len(labels))
-    named = ", ".join(f"{str(labels[i])!r} {counts[i]}" for i in order)  # as refittable names a class
+    named = ", ".join(f"{str(labels[i])!r} {counts[i]}" for i in order)
     if many:
         named = f"the smallest: {named}, ..."
-    reasons = []
-    if lowered:
-        reasons.append(
-            f"{', '.join(lowered)}: more examples per class would leave fewer than 4 texts, or fewer than 2 classes "
-            "with 2 texts, outside them to score by"
-        )
-    if unfittable:
-        reasons.append(f"calibration='learned' with {'; '.join(unfittable)} is left out: {_LEARNED_WHY}")
+    reason = (
+        f"{', '.join(lowered)}: more examples per class would leave fewer than 4 texts, or fewer than 2 classes "
+        "with 2 texts, outside them to score by"
+    )
     ending = (
         f"{len(y)} texts are fewer than 2 x few_shot={fallback} x {len(labels)} classes, so best_estimator_ is the "
         f"fallback (small_data='fallback'): the first prompt with few_shot={fallback} and batch calibration, "
@@ -199,7 +164,7 @@ def warn_left_out(y: np.ndarray, lowered: Sequence[str], unfittable: Sequence[st
     )
     warn_user(
         f"LLMLabelClassifierCV: with {len(y)} training texts in {len(labels)} classes ({named}), "
-        f"{'; '.join(reasons)}. {ending}",
+        f"{reason}. {ending}",
         UserWarning,
     )
 

@@ -22,7 +22,6 @@ from ..fitting.calibration import (
     fit_calibration,
     index_weights,
     learned_seed,
-    rows_not_shown,
 )
 from ..reading.plan import ClassReads
 from .candidates import Candidate
@@ -49,24 +48,25 @@ class ReaderReads:
 
 class StackingHead(ClassifierMixin, BaseEstimator):
     """The stacked candidate's model: the learned calibration's regression
-    (standardised features, ``C`` chosen by cross-fitted log-loss, averaged
-    over the folds) on every reader's label logprobs side by side."""
+    (standardised features, ``C`` chosen by cross-fitted log-loss) on every
+    reader's label logprobs side by side; ``refit``: one regression on every
+    row at that ``C``, else the folds' average (see docs/architecture.md for
+    what each scored)."""
 
-    def __init__(self, class_weight: Any = None, random_state: int | None = None) -> None:
+    def __init__(self, class_weight: Any = None, random_state: int | None = None, refit: bool = False) -> None:
         self.class_weight = class_weight
         self.random_state = random_state
+        self.refit = refit
 
-    def fit(self, X: np.ndarray, y: np.ndarray, example_rows: Sequence[int] = ()) -> StackingHead:
-        """Fits on the rows of ``X`` other than ``example_rows``: the texts a
-        few-shot reader shows as examples, whose reads of themselves know the
-        answer (the learned calibration leaves them out too)."""
+    def fit(self, X: np.ndarray, y: np.ndarray) -> StackingHead:
+        """Fits on every row of ``X``: the readers' reads of the training
+        texts, each under a prompt that does not show it."""
         self.classes_ = np.unique(y)
-        rows = rows_not_shown(range(len(y)), example_rows)
-        y_index = np.searchsorted(self.classes_, np.asarray(y)[rows])
+        y_index = np.searchsorted(self.classes_, np.asarray(y))
         weights = index_weights(self.class_weight, self.classes_.tolist())
         self.calibrator_ = LearnedCalibrator.fit(
-            np.asarray(X, dtype=np.float64)[rows], y_index, len(self.classes_),
-            random_state=self.random_state, class_weight=weights,
+            np.asarray(X, dtype=np.float64), y_index, len(self.classes_),
+            random_state=self.random_state, class_weight=weights, refit=self.refit,
         )
         return self
 

@@ -37,7 +37,6 @@ from .folds import (
     choosing_scorer,
     fallback_candidate,
     refit_metric,
-    refittable,
     results,
     scorer,
     split_rows,
@@ -357,11 +356,10 @@ class LLMLabelClassifierCV(ClassifierMixin, BaseEstimator):
         for c in found:  # every candidate checked before the engine is asked for
             if c.reader is not None:
                 _check_candidate(base, c.params, f"{name}: candidate {c.params}")
-        found, unfittable = refittable(found, y_values)
         fallback = fallback_candidate(readers, self.few_shots, few_shots, y_values, self.small_data)  # count checked
         if fallback is not None:
             _check_candidate(base, fallback.params, f"{name}: the small_data fallback {fallback.params}")
-        warn_left_out(y_values, lowered, unfittable, fallback.params["few_shot"] if fallback else 0)  # one warning
+        warn_left_out(y_values, lowered, fallback.params["few_shot"] if fallback else 0)  # one warning
         self.scorer_ = scorer(base, self.scoring, np.unique(y_values))
         cache = ReadCache(parent=active_cache())  # an enclosing cache answers what it holds
         with cache.active(), each_warning_once():
