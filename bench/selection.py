@@ -265,6 +265,7 @@ def one_draw(name: str, n: int, d: int, test: Any, pool: Any, repeats: int, wide
         record["tfidf"] = tfidf_baseline(X, y, Xt, yt)
         if search is not None:
             record.update(searched(search, base, X, y, Xt, yt, repeats, fit_s))
+            record["stacked_heads"] = stacked_heads(search, base, X, y, Xt, yt)
             if wide:
                 record["fit"].update(wide_test(search, pool.drop(train.index), wide, seed))
     record["warnings"] = dict(Counter(str(w.message)[:300] for w in caught))
@@ -278,6 +279,35 @@ def wide_test(search: Any, rest: Any, wide: int, seed: int) -> dict[str, Any]:
     without = scores(search.classes_, search.best_estimator_.predict_proba(Xw), yw)
     return {"wide_test": {**without, "texts": len(yw)},
             "wide_test_with_temperature": scores(search.classes_, search.predict_proba(Xw), yw)}
+
+
+def stacked_heads(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str],
+                  yt: np.ndarray) -> dict[str, Any]:
+    """Issue 54 item 4: the stacked candidate's head as the search fits it
+    (the average of its C-search's fold regressions) and refitted once on
+    every text at the chosen C, per class weight, scored on the test texts.
+    The training features are the scoring's reads (``read_reader``, served by
+    the read store where one is set); the test features the readers' own."""
+    from sklearn.base import clone
+
+    from llm_label_clf import LLMLabelClassifier
+    from llm_label_clf.fitting.calibration import learned_seed
+    from llm_label_clf.selection.reads import read_reader
+    from llm_label_clf.selection.scores import StackingHead
+
+    y_index = np.searchsorted(search.classes_, y)
+    readers = [LLMLabelClassifier(**base).set_params(**{**p, "calibration": None}).fit(X, y) for p in search.readers_]
+    train = np.hstack([read_reader(r, [{"text": t} for t in X], y_index, "bench").reads.class_logprobs
+                       for r in readers])
+    test = np.hstack([r.transform(Xt) for r in readers])
+    out: dict[str, Any] = {}
+    seed = learned_seed(clone(base["random_state"], safe=False))
+    for weight in (None, "balanced"):
+        for refit in (False, True):
+            head = StackingHead(weight, seed, refit=refit).fit(train, y)
+            out[f"{weight or 'none'}/{'refit' if refit else 'average'}"] = scores(
+                head.classes_, head.predict_proba(test), yt)
+    return out
 
 
 def searched(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray, Xt: list[str], yt: np.ndarray,
