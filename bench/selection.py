@@ -403,7 +403,8 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
             "temperature": f["temperature"], "zero_shot_passes": f["fit_cost"].get("zero_shot_passes"),
             **temperature_variants(f),
             "fit_cost_seconds": f["fit_cost"].get("seconds"), "fit_s": f["fit_s"],
-            "fallback": float(f.get("fallback", False)), **wide_fields(f)})
+            "fallback": float(f.get("fallback", False)), **wide_fields(f), **stacked_gains(r),
+            "estimate_covers_with_test_error": covers_with_test_error(f)})
         picks[f["chose"]] += 1
     out: dict[str, Any] = {"draws": len(draws), "fit": None}
     if rows:
@@ -416,6 +417,27 @@ def aggregate(draws: list[dict[str, Any]]) -> dict[str, Any]:
     out["baselines"]["TF-IDF + LR"] = mean_se([_acc(r["tfidf"]) for r in draws])
     out["best_fixed_modes"] = dict(Counter(best_fixed(r) for r in draws).most_common())
     return out
+
+
+def stacked_gains(r: dict[str, Any]) -> dict[str, float]:
+    """For draws that recorded ``stacked_heads``: per class weight, the test
+    log-loss of the averaged head minus the head refitted at its C (+: the
+    refit is better)."""
+    heads = r.get("stacked_heads") or {}
+    return {f"stacked_refit_gain_{w}": heads[f"{w}/average"]["log_loss"] - heads[f"{w}/refit"]["log_loss"]
+            for w in ("none", "balanced") if f"{w}/average" in heads}
+
+
+def covers_with_test_error(f: dict[str, Any]) -> float | None:
+    """1.0 where ``held_out_score_`` is within 2 standard errors of the test
+    score when the test texts' own sampling error (their per-text losses'
+    standard error) is counted beside ``held_out_score_sem_``, else 0.0."""
+    losses = np.asarray(f.get("test_losses") or [], dtype=np.float64)
+    est, sem = f["held_out_score"], f["held_out_score_sem"]
+    if losses.size < 2 or not (np.isfinite(est) and np.isfinite(sem)):
+        return None
+    test_se = losses.std(ddof=1) / np.sqrt(losses.size)
+    return float(abs(est + losses.mean()) <= 2 * np.hypot(sem, test_se))
 
 
 def wide_fields(f: dict[str, Any]) -> dict[str, float]:
@@ -589,6 +611,7 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append("")
     lines += ["## The default fit's aims, its wide tests and temperatures", "", *summary(doc).splitlines()[1:-1]]
     lines += wide_table(agg)
+    lines += stacked_table(agg)
     lines += temperature_table(agg)
     return "\n".join(lines) + "\n"
 
@@ -701,6 +724,20 @@ def wide_table(agg: dict[str, dict[str, Any]]) -> list[str]:
         ("±2 SE covers it (share of draws)", "wide_estimate_covers", 2, False)])
 
 
+def stacked_table(agg: dict[str, dict[str, Any]]) -> list[str]:
+    """Issue 54 item 4: the stacked head refitted at its chosen C against
+    the fold average it is, and the estimate's coverage with the test
+    texts' own sampling error counted."""
+    return fit_table(agg, "stacked_refit_gain_none", (
+        "The stacked candidate's head, in every draw whether picked or not: test log-loss of the average of its "
+        "C-search's fold regressions (as fitted) minus that of one regression refitted on every text at the "
+        "chosen C (+: the refit is better); and how often ±2 SE covers the test score when the test texts' own "
+        "sampling error is counted beside `held_out_score_sem_`."), [
+        ("refit gain, no class weight", "stacked_refit_gain_none", 3, True),
+        ("refit gain, balanced", "stacked_refit_gain_balanced", 3, True),
+        ("±2 SE covers, test error counted", "estimate_covers_with_test_error", 2, False)])
+
+
 def temperature_table(agg: dict[str, dict[str, Any]]) -> list[str]:
     """The fit's test ECE and log-loss as the default gives them, with the
     temperature always, and with it on few-shot and stacked picks only;
@@ -773,11 +810,22 @@ def main() -> None:
                         help="also score the fit on this many texts of the pool it was not trained on (per draw)")
     parser.add_argument("--name", default="selection-protocol",
                         help="the results' file name in bench/results (a new protocol run beside the recorded one)")
+    parser.add_argument("--refit-picks", metavar="SOURCE",
+                        help="copy results SOURCE to --name and refit its few-shot picks with the current code "
+                        "(issue 54's refit fix; `refit_picks`)")
     args = parser.parse_args()
     if args.render:
         print(pages(args.name, common.load(args.name), record=False))
         return
     names = chosen_sets(args.datasets, args.set)
+    if args.refit_picks:
+        doc = common.load(args.refit_picks)
+        doc["sessions"].append({"machine": common.machine(), "load_avg_start": os.getloadavg()[0],
+                                "started": time.strftime("%Y-%m-%d %H:%M"), "args": vars(args),
+                                "commit": common.commit(), "refit_picks": refit_picks(doc, names, args.test)})
+        doc["sessions"][-1]["load_avg_end"] = os.getloadavg()[0]
+        print(pages(args.name, doc))
+        return
     from llm_label_clf import engine_info
     from llm_label_clf.reading.cache import ReadCache
 
@@ -836,6 +884,45 @@ def main() -> None:
                 pages(args.name, doc)
                 print(draw_line(record, time.perf_counter() - began), flush=True)
     print(pages(args.name, doc))
+
+
+def refit_picks(doc: dict[str, Any], names: list[str], test_size: int) -> list[str]:
+    """Issue 54's refit fix on draws run before it: where a draw's pick is one
+    few-shot reader whose calibration ("learned", "auto") its fit estimates
+    from the training texts' reads, the pick is refitted with the current code
+    and scored on the test texts again; the search (its scores, choice and
+    estimate) is unchanged by the fix and kept. The old test scores stay
+    under ``before_refit_fix``. Batch picks are kept: on a 300-text call
+    their bias is the call's own. Returns a line per draw refitted."""
+    from scipy.special import softmax
+
+    from llm_label_clf import LLMLabelClassifier
+
+    said = []
+    for name in names:
+        test, pool = test_and_pool(name, test_size)
+        Xt, yt = test["text"].tolist(), test["label"].to_numpy()
+        for key, r in doc["draws"].items():
+            f = r.get("fit")
+            params = (f or {}).get("best_params") or {}
+            if (r["dataset"] != name or not params.get("few_shot") or params.get("stack")
+                    or params.get("calibration") not in ("learned", "auto") or "before_refit_fix" in f):
+                continue
+            _, train = training_draw(name, r["n"], r["draw"], pool)
+            base = dict(progress=False, low_mass="ignore", random_state=r["seed"])
+            clf = LLMLabelClassifier(**base).set_params(**params).fit(train["text"].tolist(), train["label"].to_numpy())
+            proba = clf.predict_proba(Xt)
+            f["before_refit_fix"] = {k: f[k] for k in ("test", "test_with_temperature", "test_losses")}
+            f["test"] = f["test_without_temperature"] = scores(clf.classes_, proba, yt)
+            f["test_losses"] = [round(float(v), 5) for v in -np.log(np.clip(
+                proba[np.arange(len(yt)), np.searchsorted(clf.classes_, yt)], 1e-12, 1))]
+            tempered = softmax(np.log(np.clip(proba, 1e-300, None)) / (f["temperature"] or 1.0), axis=1)
+            f["test_with_temperature"] = scores(clf.classes_, tempered, yt)
+            said.append(f"{key}: {f['chose']}: test log-loss {f['before_refit_fix']['test']['log_loss']:.3f} -> "
+                        f"{f['test']['log_loss']:.3f}, accuracy {f['before_refit_fix']['test']['accuracy']:.3f} -> "
+                        f"{f['test']['accuracy']:.3f}")
+            print(said[-1], flush=True)
+    return said
 
 
 def draw_line(r: dict[str, Any], elapsed: float) -> str:

@@ -779,7 +779,7 @@ def test_hints_name_options_and_input_rows():
     assert "(in.csv row 6)" in hints["ties"] and "--engine-option dtype=float32 " in hints["ties"]
     assert hints["too_long"].startswith("in.csv row 5 is ")
     assert "--engine-option max_model_len=" in hints["too_long"] and "--too-long truncate" in hints["too_long"]
-    assert "--calibration learned needs" in hints["learned"] and "--few-shot" in hints["learned"]
+    assert "--calibration learned needs" in hints["learned"] and "--few-shot" not in hints["learned"]
     assert "--calibration batch or contextual" in hints["learned"] and "--train" in hints["learned"]
     assert "--label-mode full_sequence (or auto)" in hints["label_mode"] and "--labels" in hints["label_mode"]
     assert hints["batch_size"].startswith("--batch-size 0 must be")
