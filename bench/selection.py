@@ -285,10 +285,15 @@ def stacked_heads(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray
                   yt: np.ndarray) -> dict[str, Any]:
     """Issue 54 item 4: the stacked candidate's head as the search fits it
     (the average of its C-search's fold regressions) and refitted once on
-    every text at the chosen C, per class weight, scored on the test texts.
+    every text at the chosen C (the same standardised logistic regression,
+    built here: not adopted, so not in the package), per class weight,
+    scored on the test texts.
     The training features are the scoring's reads (``read_reader``, served by
     the read store where one is set); the test features the readers' own."""
     from sklearn.base import clone
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     from llm_label_clf import LLMLabelClassifier
     from llm_label_clf.fitting.calibration import learned_seed
@@ -303,10 +308,11 @@ def stacked_heads(search: Any, base: dict[str, Any], X: list[str], y: np.ndarray
     out: dict[str, Any] = {}
     seed = learned_seed(clone(base["random_state"], safe=False))
     for weight in (None, "balanced"):
-        for refit in (False, True):
-            head = StackingHead(weight, seed, refit=refit).fit(train, y)
-            out[f"{weight or 'none'}/{'refit' if refit else 'average'}"] = scores(
-                head.classes_, head.predict_proba(test), yt)
+        head = StackingHead(weight, seed).fit(train, y)
+        refit = make_pipeline(StandardScaler(), LogisticRegression(C=head.calibrator_.C, class_weight=weight,
+                                                                   max_iter=1000)).fit(train, y)
+        out[f"{weight or 'none'}/average"] = scores(head.classes_, head.predict_proba(test), yt)
+        out[f"{weight or 'none'}/refit"] = scores(refit.classes_, refit.predict_proba(test), yt)
     return out
 
 

@@ -134,13 +134,10 @@ class LearnedCalibrator:
         random_state: Any,
         class_weight: Any = None,
         Cs: Sequence[float] = LEARNED_CS,
-        refit: bool = False,
     ) -> LearnedCalibrator:
         """Fits on rows with class indices ``y_index``, choosing ``C`` among
-        ``Cs`` by cross-fitted log-loss; with ``refit``, one regression on
-        every row at that ``C`` instead of the folds' average. Raises
-        ValueError when a class has fewer than 2 rows (no fold could hold it
-        out and keep it)."""
+        ``Cs`` by cross-fitted log-loss. Raises ValueError when a class has
+        fewer than 2 rows (no fold could hold it out and keep it)."""
         from sklearn.model_selection import StratifiedKFold
 
         counts = np.bincount(y_index, minlength=n_classes)
@@ -167,9 +164,6 @@ class LearnedCalibrator:
                 if best is None or loss < best[0] - 1e-12:
                     best = (loss, C, models)
         assert best is not None
-        if refit:
-            with threadpool_limits(1, "blas"):
-                return cls([_logistic(best[1], class_weight).fit(log_proba, y_index)], best[1], class_weight)
         return cls(best[2], best[1], class_weight)
 
     def log_proba(self, log_proba: np.ndarray, n_classes: int) -> np.ndarray:
@@ -282,8 +276,8 @@ def fit_calibration(
 ) -> Calibration:
     """The one calibration fit, used by ``fit`` and by every cross-validation
     fold: from the log-probabilities of the training ``rows``
-    (``log_proba_of(rows)``, an example text read with itself swapped out), of the content-free inputs
-    (``content_free()``) or of the domain-context inputs
+    (``log_proba_of(rows)``, an example text read with itself swapped out),
+    of the content-free inputs (``content_free()``) or of the domain-context inputs
     (``domain_context()``), each asked for only when ``kind`` needs it. Batch
     and auto calibration with fewer rows than they need fall back to the
     content-free bias; their bias is estimated on at most

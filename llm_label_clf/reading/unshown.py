@@ -21,7 +21,7 @@ from .build import FewShotTooLongError, plan_showing
 from .driver import read_plans
 from .plan import ClassReads, ReadingPlan
 
-__all__ = ["in_row_order", "read_unshown", "swapped_examples"]
+__all__ = ["read_unshown", "swapped_examples"]
 
 
 def swapped_examples(shown: Sequence[int], y_index: np.ndarray, random_state: Any) -> list[list[int]]:
@@ -84,10 +84,10 @@ def read_unshown(
             alone = showing([r for r in shown if r != row])
         read = read_plans([alone], [records[row]], engine, batch_size=1, progress=False)[0]
         parts.append((np.flatnonzero(rows == row), read))
-    return in_row_order(parts, len(rows))
+    return _in_row_order(parts, len(rows))
 
 
-def in_row_order(parts: Sequence[tuple[np.ndarray, ClassReads]], n_rows: int) -> ClassReads:
+def _in_row_order(parts: Sequence[tuple[np.ndarray, ClassReads]], n_rows: int) -> ClassReads:
     """The reads of disjoint row sets, each ``(rows, reads)``, as one
     ``ClassReads`` of ``n_rows`` rows in row order."""
     first = parts[0][1]

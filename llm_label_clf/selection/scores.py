@@ -48,15 +48,12 @@ class ReaderReads:
 
 class StackingHead(ClassifierMixin, BaseEstimator):
     """The stacked candidate's model: the learned calibration's regression
-    (standardised features, ``C`` chosen by cross-fitted log-loss) on every
-    reader's label logprobs side by side; ``refit``: one regression on every
-    row at that ``C``, else the folds' average (see docs/architecture.md for
-    what each scored)."""
+    (standardised features, ``C`` chosen by cross-fitted log-loss, averaged
+    over the folds) on every reader's label logprobs side by side."""
 
-    def __init__(self, class_weight: Any = None, random_state: int | None = None, refit: bool = False) -> None:
+    def __init__(self, class_weight: Any = None, random_state: int | None = None) -> None:
         self.class_weight = class_weight
         self.random_state = random_state
-        self.refit = refit
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> StackingHead:
         """Fits on every row of ``X``: the readers' reads of the training
@@ -66,7 +63,7 @@ class StackingHead(ClassifierMixin, BaseEstimator):
         weights = index_weights(self.class_weight, self.classes_.tolist())
         self.calibrator_ = LearnedCalibrator.fit(
             np.asarray(X, dtype=np.float64), y_index, len(self.classes_),
-            random_state=self.random_state, class_weight=weights, refit=self.refit,
+            random_state=self.random_state, class_weight=weights,
         )
         return self
 
