@@ -156,7 +156,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         "contextual": divided by the probabilities of content-free inputs.
         "batch": by each class's mean probability over the texts of the call
         (under 16 texts, the training texts' mean). "learned": a logistic
-        regression on the training texts' label logprobs, cross-fitted
+        regression on the training texts' label logits (Platt scaling for two
+        classes), cross-fitted
         (docs: Zero-shot, Learning from labels).
     calibration_prior : {"y", "uniform"}, default="y"
         What the debiasing calibrations aim at: "y", the training labels'

@@ -110,6 +110,11 @@ def test_learned_calibration_is_cross_fitted(plain, sst2):
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)
     zero = make_classifier(calibration="learned", random_state=0, low_mass="ignore").fit(X, y)
     assert log_loss(y, zero.predict_proba(X), labels=zero.classes_) < log_loss(y, plain.predict_proba(X))
+    # on the logits, a regression over two classes is Platt scaling: monotone in the log-odds the model read
+    features = plain.transform(X)
+    order = np.argsort(features[:, 1] - features[:, 0])
+    steps = np.diff(zero.predict_proba(X)[order, 1])
+    assert np.all(steps >= -1e-12) or np.all(steps <= 1e-12)
     with pytest.raises(ValueError, match="needs at least 2 training texts of every class"):
         make_classifier(calibration="learned").fit(X[:3], ["positive", "negative", "positive"])
 

@@ -35,6 +35,7 @@ __all__ = [
     "mean_bias",
     "fit_calibration",
     "index_weights",
+    "label_logits",
     "learned_seed",
     "tempered",
 ]
@@ -116,7 +117,8 @@ def index_weights(class_weight: Any, classes: Sequence[Any]) -> Any:
 
 @dataclass
 class LearnedCalibrator:
-    """K logistic regressions on (n, n_classes) log-probabilities, each fitted
+    """K logistic regressions on (n, n_features) features (the label logits,
+    or a stacked head's readers' log-probabilities), each fitted
     on K-1 folds of the training rows at the ``C`` whose out-of-fold log-loss
     was lowest; predictions average them."""
 
@@ -184,6 +186,18 @@ def _logistic(C: float, class_weight: Any) -> Any:
     return make_pipeline(StandardScaler(), LogisticRegression(C=C, class_weight=class_weight, max_iter=1000))
 
 
+def label_logits(log_proba: np.ndarray) -> np.ndarray:
+    """The learned calibration's features: each text's label log-probabilities
+    less their mean over the classes (its logits up to a constant). A
+    regression on these is Platt scaling for two classes (one feature, the
+    log-odds: monotone) and matrix scaling for more. On the log-probabilities
+    themselves, which saturate near 0 for the likely label, it could fit a
+    bump: on 7 hate texts of 64 in a narrow log-odds band it gave test texts
+    outside the band, hate texts among them, probabilities near 0
+    (``bench/results/learned-features.md``)."""
+    return log_proba - log_proba.mean(axis=1, keepdims=True)
+
+
 def calibrate(
     log_proba: np.ndarray,
     kind: str | None,
@@ -203,7 +217,7 @@ def calibrate(
         return debias(tempered(log_proba), bias)
     if kind == "learned":
         assert calibrator is not None
-        return calibrator.log_proba(log_proba, log_proba.shape[1])
+        return calibrator.log_proba(label_logits(log_proba), log_proba.shape[1])
     if kind == "batch" and log_proba.shape[0] >= MIN_BATCH:
         return debias(log_proba, mean_bias(log_proba, log_prior))
     assert bias is not None
@@ -304,7 +318,7 @@ def fit_calibration(
         prefix = f"{owner}: " if owner else ""
         raise ValueError(f"{prefix}calibration='learned' learns from labelled texts: fit needs y")
     learned = LearnedCalibrator.fit(
-        log_proba_of(rows),
+        label_logits(log_proba_of(rows)),
         y_index[rows],
         len(log_prior),
         random_state=learned_seed(random_state),
