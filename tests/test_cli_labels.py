@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from llm_label_clf import LLMLabelClassifier, cli
+from llm_label_clf.reading.cache import ReadCache
 
 PROMPT = "Query: {text}\nIntent:"
 INTENTS = ["card_arrival", "exchange_rate", "lost_or_stolen_card", "top_up_failed", "pin_blocked"]
@@ -33,12 +34,15 @@ def test_cli_reads_identifier_labels_as_python_does(engine, banking_rows, capsys
             "--label-mode", label_mode, "--low-mass", "ignore", "--no-progress"]
     if label_words != "auto":
         argv += ["--label-words", label_words]
-    assert cli.main(argv) == 0
+    # the command's reads, kept: Python's estimator gets them back only where it
+    # builds the same prompts and label tokens (anything else is read anew and differs)
+    with ReadCache().active():
+        assert cli.main(argv) == 0
+        clf = LLMLabelClassifier(prompt=PROMPT, label_mode=label_mode, label_words=label_words, low_mass="ignore",
+                                 progress=False, labels=INTENTS).fit(rows["text"])  # zero-shot, as the command fits
+        want = clf.predict_proba(rows["text"])[:, [clf.classes_.tolist().index(i) for i in INTENTS]]
     out = pd.read_csv(io.StringIO(capsys.readouterr().out))
     got = out[[f"proba_{intent}" for intent in INTENTS]].to_numpy(dtype=float)
-    clf = LLMLabelClassifier(prompt=PROMPT, label_mode=label_mode, label_words=label_words, low_mass="ignore",
-                             progress=False, labels=INTENTS).fit(rows["text"])  # zero-shot, as the command fits
     spoken = [v[0].strip() for v in clf.verbalizers_]
     assert ("card arrival" in spoken) == (label_words == "auto")  # words unless kept as typed
-    want = clf.predict_proba(rows["text"])[:, [clf.classes_.tolist().index(i) for i in INTENTS]]
     np.testing.assert_allclose(got, want, atol=1e-6)

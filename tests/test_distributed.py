@@ -81,9 +81,16 @@ def clf(engine, sst2):
 
 @pytest.fixture(scope="module")
 def reference(clf, sst2):
-    """This process's probabilities and features of all N_KILL texts."""
+    """This process's probabilities and features of the first N_TEXTS texts."""
     X, _ = sst2
-    return clf.predict_proba(X), clf.transform(X)
+    return clf.predict_proba(X[:N_TEXTS]), clf.transform(X[:N_TEXTS])
+
+
+@pytest.fixture(scope="module")
+def kill_reference(clf, sst2):
+    """This process's probabilities of all N_KILL texts (the kill tests, full tier)."""
+    X, _ = sst2
+    return clf.predict_proba(X)
 
 
 @pytest.fixture(scope="module")
@@ -328,7 +335,7 @@ class TestRayData:
         check_equal(out[list(clf.get_feature_names_out())].to_numpy(dtype=np.float64), features[:N_TEXTS])
 
     @pytest.mark.full
-    def test_a_killed_actor_is_replaced_and_loses_nothing(self, clf, big_frame, reference):
+    def test_a_killed_actor_is_replaced_and_loses_nothing(self, clf, big_frame, kill_reference):
         """SIGKILL an actor that holds an engine once the first batch is back.
         The actor is picked among those alive at that moment (an actor seen
         earlier may have ended: the ProcessLookupError of issue 27); if every
@@ -361,7 +368,7 @@ class TestRayData:
             done.set()
             watcher.join()
         out = pd.concat(parts, ignore_index=True)
-        check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
+        check_scored(out, clf, big_frame["id"], kill_reference, atol=RERUN_ATOL)
         if killed is not None:
             assert len(seen) >= 2, f"no actor replaced the killed one ({killed}): {seen}"
 
@@ -506,7 +513,7 @@ class TestDask:
         assert labelled_out.dtypes.to_dict() == labelled_computed.dtypes.to_dict()
 
     @pytest.mark.full
-    def test_a_killed_worker_is_replaced_and_loses_nothing(self, client, clf, big_frame, reference):
+    def test_a_killed_worker_is_replaced_and_loses_nothing(self, client, clf, big_frame, kill_reference):
         """SIGKILL a worker mid-job: its partitions are re-run on the worker the
         nanny starts instead (a worker that ended by itself first is accepted)."""
         import dask.dataframe as dd
@@ -521,7 +528,7 @@ class TestDask:
         victim = kill_one(pids.values())
         wait(futures, timeout=600)
         out = persisted.compute()
-        check_scored(out, clf, big_frame["id"], reference[0], atol=RERUN_ATOL)
+        check_scored(out, clf, big_frame["id"], kill_reference, atol=RERUN_ATOL)
         assert wait_until(lambda: len(client.run(os.getpid)) == 2, deadline_s=600, step_s=0.5)
         if victim is not None:
             assert victim not in client.run(os.getpid).values()

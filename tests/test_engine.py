@@ -44,26 +44,47 @@ def test_same_spec_returns_the_same_engine(engine):
     assert engine.next_request_id() != engine.next_request_id()
 
 
+#: Engine options of an engine of their own (2048 tokens fit in float32 too).
+OTHER_OPTIONS = {"kv_cache_memory_bytes": 128 << 20, "max_model_len": 2048}
+
+
 def test_options_in_another_key_order_share_the_engine(engine):
-    """One real engine with two options: the same dict in another key order gets
-    that engine back, and only one engine is started for both calls, on first use."""
+    """An engine handle for two options: the same dict in another key order
+    gets that handle back, resolved by vLLM's configuration (the options
+    reached it) and not started. Its start is the next test's (full tier)."""
     from llm_label_clf.engines.local import shutdown_engine
 
-    options = {"kv_cache_memory_bytes": 128 << 20, "max_model_len": 2048}  # 2048 tokens fit in float32 too
     before = engine_count()
-    first = get_engine(engine_options=options)
+    first = get_engine(engine_options=OTHER_OPTIONS)
     try:
-        second = get_engine(engine_options=dict(reversed(options.items())))
-        assert list(options) != list(dict(reversed(options.items())))
+        second = get_engine(engine_options=dict(reversed(OTHER_OPTIONS.items())))
+        assert list(OTHER_OPTIONS) != list(dict(reversed(OTHER_OPTIONS.items())))
         assert second is first
         assert first is not engine
         assert first.max_model_len == 2048 and not first.started and engine_count() == before
+    finally:
+        shutdown_engine(first)  # no public call stops one engine; a later get_engine replaces it
+
+
+# An engine start of its own (~30 s). CI keeps: the handle above; options reaching
+# vLLM's engine core (test_quiet::test_a_failed_start_says_why); one start, then
+# shared (the session's engine, test_same_spec_returns_the_same_engine).
+@pytest.mark.full
+def test_an_engine_of_other_options_starts_once_on_first_use(engine):
+    """That engine, started: one start, vLLM's model config has the options,
+    and the same options in another key order get the started engine."""
+    from llm_label_clf.engines.local import shutdown_engine
+
+    before = engine_count()
+    first = get_engine(engine_options=OTHER_OPTIONS)
+    try:
         first.start()
         assert engine_count() == before + 1
         assert first.client.model_config.max_model_len == 2048  # the options reached vLLM
-        assert get_engine(engine_options=options).client is first.client and engine_count() == before + 1
+        again = get_engine(engine_options=dict(reversed(OTHER_OPTIONS.items())))
+        assert again.client is first.client and engine_count() == before + 1
     finally:
-        shutdown_engine(first)  # no public call stops one engine; a later get_engine replaces it
+        shutdown_engine(first)
 
 
 def test_a_handle_is_resolved_without_starting_its_engine(model_path):

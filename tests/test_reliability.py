@@ -1,8 +1,9 @@
 """Faults and lifecycle on the real engine: a killed engine process, a real
 Ctrl-C, a killed parent, clean exit, concurrent callers and determinism.
-Each script here starts an engine of its own: CI runs the Ctrl-C script (it
-also ends normally), the full tier (``make test-full``) the others: a clean
-exit, and SIGKILL of a reading script and of the ``classify`` command."""
+Each script here starts an engine of its own, so all of them are in the full
+tier (``make test-full``): a Ctrl-C, a clean exit, and SIGKILL of a reading
+script and of the ``classify`` command. CI keeps Ctrl-C through
+test_notebook's interrupted kernel, on the kernel's engine."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def engine_process_pid(engine) -> int:
 def test_two_threads_predicting_at_once_get_correct_results(engine, sst2):
     X, y = sst2
     clf = make().fit(X[:40], y[:40])
-    first, second = X[:200], X[200:400]
+    first, second = X[:64], X[64:128]  # each call seconds long: the two are in the engine at once
     expected = [clf.predict_proba(first), clf.predict_proba(second)]
     results: dict[int, np.ndarray] = {}
 
@@ -239,6 +240,7 @@ def read_until(child: subprocess.Popen, prefix: str, timeout_s: float = 600) -> 
     raise AssertionError(f"the script ended (rc {child.wait()}) without printing {prefix}")
 
 
+@pytest.mark.full  # CI: test_notebook::test_interrupting_the_kernel_keeps_the_engine, the same SIGINT and checks
 def test_ctrl_c_aborts_the_read_and_the_engine_stays_usable(tmp_path, datasets_dir):
     """A real Ctrl-C, as a terminal or Jupyter's "interrupt kernel" sends it:
     SIGINT to the whole process group of a script in a long ``predict_proba``.

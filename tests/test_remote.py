@@ -83,9 +83,20 @@ def sst2_prompts(engine, datasets_dir):
     return [p.ids for p in prompts], prompts[0].label_ids
 
 
+#: The prompts ``check_reads_equal`` reads over a server.
+N_COMPARED = 30
+
+
 @pytest.fixture(scope="module")
 def reference(engine, sst2_prompts):
-    """The embedded engine's label logprobs of the 200 prompts."""
+    """The embedded engine's label logprobs of the first N_COMPARED prompts."""
+    ids, label_ids = sst2_prompts
+    return run_sync(read_label_logprobs(engine, ids[:N_COMPARED], label_ids))
+
+
+@pytest.fixture(scope="module")
+def full_reference(engine, sst2_prompts):
+    """The embedded engine's label logprobs of the 200 prompts (the fail-over test, full tier)."""
     ids, label_ids = sst2_prompts
     return run_sync(read_label_logprobs(engine, ids, label_ids))
 
@@ -195,17 +206,17 @@ def test_closed_engine_fails_its_reads_and_is_replaced(server_a, sst2_prompts):
 
 
 def check_reads_equal(remote: Any, engine: Any, sst2_prompts: Any, reference: Any) -> None:
-    """30 label reads over ``remote`` equal the embedded engine's (max
+    """N_COMPARED label reads over ``remote`` equal the embedded engine's (max
     |difference| printed: measured 0.0), one request each, and the engine
     spec carries over."""
     ids, label_ids = sst2_prompts
     sent = remote.client.requests
-    scores = run_sync(read_label_logprobs(remote, ids[:30], label_ids))
-    diff = np.abs(scores.logprobs - reference.logprobs[:30]).max()
+    scores = run_sync(read_label_logprobs(remote, ids[:N_COMPARED], label_ids))
+    diff = np.abs(scores.logprobs - reference.logprobs).max()
     print(f"{remote.client.urls}: max |remote - embedded| = {diff:.3g}")
     assert diff <= TOLERANCE
-    np.testing.assert_array_equal(scores.top_token, reference.top_token[:30])
-    assert remote.client.requests - sent == 30
+    np.testing.assert_array_equal(scores.top_token, reference.top_token)
+    assert remote.client.requests - sent == N_COMPARED
     assert remote.max_model_len == engine.max_model_len
     assert remote.tokenizer.encode("Review: fine") == engine.tokenizer.encode("Review: fine")
 
@@ -285,7 +296,7 @@ def test_joint_read_over_a_server_equals_the_embedded_one(server_a, engine, data
 
 
 @pytest.mark.full
-def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, reference):
+def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, full_reference):
     """SIGKILL server A once 30 reads finished: its unfinished reads move to
     B, and every result equals the embedded engine's."""
     a, b = servers
@@ -294,8 +305,8 @@ def test_reads_fail_over_when_a_server_is_killed(servers, sst2_prompts, referenc
     ids, label_ids = sst2_prompts
     scores = run_sync(read_label_logprobs(recording(remote, recorder), ids, label_ids))
     assert a.proc.wait(timeout=10) == -signal.SIGKILL
-    assert np.abs(scores.logprobs - reference.logprobs).max() <= TOLERANCE
-    np.testing.assert_array_equal(scores.top_token, reference.top_token)
+    assert np.abs(scores.logprobs - full_reference.logprobs).max() <= TOLERANCE
+    np.testing.assert_array_equal(scores.top_token, full_reference.top_token)
     after_kill = [out.server for out in recorder.done[30:]]
     assert after_kill.count(b.url) > after_kill.count(a.url)
     assert remote.client.retries > 0  # A's unfinished reads failed there first

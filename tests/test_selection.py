@@ -55,14 +55,24 @@ def sst2(sst2_all):
 
 
 @pytest.fixture(scope="module")
-def selected(engine, sst2):
+def recorded(engine):
+    """Every engine read the ``selected`` fit made (an enclosing ReadCache:
+    the fit's own cost is counted as without it). Tests that re-read those
+    prompts take them from here, ``ReadCache(parent=recorded)``: arithmetic
+    on reads may use reads recorded from that engine earlier in the session."""
+    return ReadCache()
+
+
+@pytest.fixture(scope="module")
+def selected(engine, sst2, recorded):
     X, y = sst2
     base = make_classifier(random_state=0, low_mass="ignore")
     cv = LLMLabelClassifierCV(
         base, prompts=PROMPTS, few_shots=(0, 1), cv=3, scoring=["neg_log_loss", "accuracy", "f1_macro"],
         refit="neg_log_loss", rule="one_se", recalibrate="temperature",
     )
-    return cv.fit(X, y)
+    with recorded.active():
+        return cv.fit(X, y)
 
 
 def test_every_candidate_is_scored_in_grid_search_layout(selected):
@@ -96,36 +106,37 @@ def test_each_way_of_reading_is_read_once_and_the_refit_reads_nothing(selected, 
     assert cost["zero_shot_passes"] == pytest.approx(4 * (len(X) + 3) / len(X))
 
 
-def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, engine):
+def test_fold_scores_equal_fitting_the_candidate_on_the_fold(selected, sst2, engine, recorded):
     """Zero-shot candidates of the first prompt: the held-out log-probabilities
     the selection computed from its reads equal an LLMLabelClassifier with
     those parameters fitted on the fold's training rows and predicting its
-    test rows (which reads again)."""
-    X, y = sst2
-    X_arr = np.array(X, dtype=object)
-    base = make_classifier(random_state=0, low_mass="ignore")
-    reader = clone(base).fit(X, y)
-    reads = reader._read(X)[0]
-    free = reader._read(["N/A", "", "[MASK]"])[0].log_proba()
-    readers = [ReaderReads(reads, free)]
-    classes = reader.classes_
-    y_index = np.searchsorted(classes, y)
-    rng = np.random.RandomState(3)
-    test = np.sort(rng.choice(len(X), 12, replace=False))
-    train = np.setdiff1d(np.arange(len(X)), test)
-    for params in (
-        {"calibration": None},
-        {"calibration": "contextual", "calibration_prior": "y"},
-        {"calibration": "batch", "calibration_prior": "uniform"},
-        {"calibration": "learned", "class_weight": "balanced"},
-    ):
-        got = fold_model(Candidate(0, params), readers, y_index, classes, train, 0)(test)  # base's random_state
-        fitted = clone(base).set_params(**params).fit(list(X_arr[train]), y[train])
-        want = fitted.predict_log_proba(list(X_arr[test]))
-        np.testing.assert_allclose(got, want, atol=READ_TOLERANCE, err_msg=str(params))
+    test rows (its reads answered by the ones the selection recorded)."""
+    with ReadCache(parent=recorded).active():
+        X, y = sst2
+        X_arr = np.array(X, dtype=object)
+        base = make_classifier(random_state=0, low_mass="ignore")
+        reader = clone(base).fit(X, y)
+        reads = reader._read(X)[0]
+        free = reader._read(["N/A", "", "[MASK]"])[0].log_proba()
+        readers = [ReaderReads(reads, free)]
+        classes = reader.classes_
+        y_index = np.searchsorted(classes, y)
+        rng = np.random.RandomState(3)
+        test = np.sort(rng.choice(len(X), 12, replace=False))
+        train = np.setdiff1d(np.arange(len(X)), test)
+        for params in (
+            {"calibration": None},
+            {"calibration": "contextual", "calibration_prior": "y"},
+            {"calibration": "batch", "calibration_prior": "uniform"},
+            {"calibration": "learned", "class_weight": "balanced"},
+        ):
+            got = fold_model(Candidate(0, params), readers, y_index, classes, train, 0)(test)  # base's random_state
+            fitted = clone(base).set_params(**params).fit(list(X_arr[train]), y[train])
+            want = fitted.predict_log_proba(list(X_arr[test]))
+            np.testing.assert_allclose(got, want, atol=READ_TOLERANCE, err_msg=str(params))
 
 
-def test_refit_is_the_best_candidate_on_every_text(selected, sst2):
+def test_refit_is_the_best_candidate_on_every_text(selected, sst2, recorded):
     X, y = sst2
     best = selected.best_estimator_
     if isinstance(best, Pipeline):
@@ -134,7 +145,7 @@ def test_refit_is_the_best_candidate_on_every_text(selected, sst2):
         assert isinstance(best, LLMLabelClassifier)
         for key, value in selected.best_params_.items():
             assert best.get_params()[key] == value
-    with ReadCache().active():  # one read of each text for all of these, so only the temperature differs
+    with ReadCache(parent=recorded).active():  # the fit's reads: only the temperature differs
         proba = selected.predict_proba(X)
         best_proba = best.predict_proba(X)
         predicted = selected.predict(X)
@@ -168,7 +179,7 @@ def test_standard_errors_complexity_and_held_out_estimate_are_arithmetic_on_the_
     assert selected.n_folds_ == selected.n_splits_ == 3
 
 
-def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorings_reads(selected, sst2):
+def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorings_reads(selected, sst2, recorded):
     """The stacked model: a FeatureUnion of every reader (fitted on every
     text: plans, no reads) and a logistic regression fitted on the reads the
     scoring made, each text under a prompt that does not show it (as
@@ -179,7 +190,7 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     y_index = np.searchsorted(selected.classes_, y)
     records = [{"text": t} for t in X]
     fitted = [clone(base).set_params(**p, calibration=None).fit(X, y) for p in selected.readers_]
-    with ReadCache().active():
+    with ReadCache(parent=recorded).active():  # the scoring's reads, as it recorded them
         reads = [read_reader(r, records, y_index, "test") for r in fitted]
     stacked = next(i for i, p in enumerate(selected.cv_results_["params"]) if p.get("stack"))
     cache = ReadCache()
@@ -197,12 +208,12 @@ def test_stacked_candidate_refits_as_a_pipeline_with_a_head_fitted_on_the_scorin
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert model.predict(X[:8]).dtype == y.dtype
     # the pipeline's own few-shot readers show some training texts: their reads of those differ from the scoring's
-    with ReadCache().active():
+    with ReadCache(parent=recorded).active():
         features = model.named_steps["features"].transform(X)
     assert np.abs(features - scored).max() > 1e-3
 
 
-def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2):
+def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2, recorded):
     """A few-shot reader reads every text under the refit's prompt (the reads
     equal the refit estimator's), but an example text under that prompt with
     itself swapped, at its place, for an unshown text of its class: every
@@ -213,7 +224,7 @@ def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2)
     params = next(p for p in selected.readers_ if p["few_shot"])
     reader = clone(base).set_params(**params, calibration=None).fit(X, y)
     shown = list(reader.few_shot_rows_)
-    with ReadCache().active():
+    with ReadCache(parent=recorded).active():  # the shown texts' own reads are not recorded: read here
         reads = read_reader(reader, [{"text": t} for t in X], y_index, "test").reads.log_proba()
         whole = reader.predict_log_proba(X)
     rest = np.setdiff1d(np.arange(len(X)), shown)
@@ -229,7 +240,7 @@ def test_every_text_is_read_under_a_prompt_that_does_not_show_it(selected, sst2)
     assert swapped_examples([0, 1], np.array([0, 1, 1]), 0) == [[1], [0, 2]]
 
 
-def test_a_few_shot_refit_calibrates_on_the_reads_the_folds_scored(selected, sst2):
+def test_a_few_shot_refit_calibrates_on_the_reads_the_folds_scored(selected, sst2, recorded):
     """A few-shot fit calibrates on every training text, an example text read
     with itself swapped out: the refit of a learned few-shot candidate is
     the fold model fitted on every row of the scoring's reads. Before
@@ -243,7 +254,7 @@ def test_a_few_shot_refit_calibrates_on_the_reads_the_folds_scored(selected, sst
     params = {**next(p for p in selected.readers_ if p["few_shot"]), "calibration": "learned", "class_weight": None}
     reader = clone(base).set_params(**{**params, "calibration": None}).fit(X, y)
     rest = np.setdiff1d(np.arange(len(X)), reader.few_shot_rows_)
-    with ReadCache().active():
+    with ReadCache(parent=recorded).active():
         reads = read_reader(reader, [{"text": t} for t in X], y_index, "test")
         refit = clone(base).set_params(**params).fit(X, y)
         got = refit.predict_log_proba([X[i] for i in rest])

@@ -24,6 +24,7 @@ from sklearn.utils import estimator_checks as checks
 from helpers import SST2_TEMPLATE, make_classifier
 from llm_label_clf import LLMLabelClassifier
 from llm_label_clf.engines.local import engine_count
+from llm_label_clf.reading.cache import ReadCache
 
 N_TEXTS = 40
 
@@ -159,8 +160,9 @@ def test_grid_search_over_prompt_and_labels_shares_one_engine(sst2):
 def test_cross_validation_with_five_folds_starts_no_engine(sst2):
     X, y = sst2
     starts = engine_count()
-    scores = cross_val_score(make(), X, y, cv=5)
-    result = cross_validate(make(), X, y, cv=5, scoring=["accuracy", "neg_log_loss"])
+    with ReadCache().active():  # each fold's texts read once for both calls and both scorers
+        scores = cross_val_score(make(), X, y, cv=5)
+        result = cross_validate(make(), X, y, cv=5, scoring=["accuracy", "neg_log_loss"])
     assert engine_count() == starts
     assert scores.shape == (5,) and ((0 <= scores) & (scores <= 1)).all()
     assert result["test_neg_log_loss"].shape == (5,) and (result["test_neg_log_loss"] < 0).all()
@@ -168,12 +170,14 @@ def test_cross_validation_with_five_folds_starts_no_engine(sst2):
 
 def test_calibrated_classifier_cv_around_it(sst2, fitted):
     X, y = sst2
-    calibrated = CalibratedClassifierCV(make(), cv=3, method="sigmoid").fit(X, y)
-    proba = calibrated.predict_proba(X)
+    with ReadCache().active():  # the three fold estimators read each text once between them
+        calibrated = CalibratedClassifierCV(make(), cv=3, method="sigmoid").fit(X, y)
+        proba = calibrated.predict_proba(X)
+        raw = fitted.predict_proba(X)
     assert proba.shape == (len(X), 2)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-9)
     np.testing.assert_array_equal(calibrated.classes_, fitted.classes_)
-    assert not np.allclose(proba, fitted.predict_proba(X))
+    assert not np.allclose(proba, raw)
 
 
 def test_metrics_on_its_output(sst2, fitted):

@@ -132,7 +132,7 @@ def test_cross_validation_and_cross_val_score_read_nothing_twice(engine, texts, 
 #: The rerun's estimators: one uncalibrated, one with the default calibration
 #: (which reads the training texts at fit), both fitted on RERUN_FIT texts.
 RERUN_PARAMS = {"uncalibrated": {"calibration": None}, "calibrated": {"calibration": LLMLabelClassifier().calibration}}
-RERUN_TEXTS, RERUN_FIT = 200, 100
+RERUN_TEXTS, RERUN_FIT = 48, 24  # 24 >= MIN_BATCH (16): the default calibration reads its texts
 #: A rerun script: fit and predict_proba per RERUN_PARAMS over the first
 #: texts of the data (and the extra ones), each estimator's probabilities
 #: saved, then what it started and read.

@@ -1,8 +1,9 @@
 """The package's warnings on the real engine: each points at the user's own
 line (``warn_user``), however deep the call (``CalibratedClassifierCV.fit``,
 an ``async`` caller), each category at most once per call, and the low-mass
-warning measures the labels' first tokens. Every estimator here reads on the
-session engine: no other engine is started."""
+warning measures the labels' first tokens; a text past the context is cut
+or refused. Every estimator here reads on the session engine: no other
+engine is started."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from scipy.special import logsumexp
 from sklearn.calibration import CalibratedClassifierCV
 
 from helpers import SST2_TEMPLATE, make_classifier, read_label_logprobs
-from llm_label_clf import LabelWordsWarning, LowLabelMassWarning, TruncationWarning
+from llm_label_clf import InvalidInputError, LabelWordsWarning, LowLabelMassWarning, TruncationWarning
 
 N_TEXTS = 8
 #: A threshold every SST-2 text falls under, so that the low-mass warning fires.
@@ -72,6 +73,35 @@ def test_fit_warns_about_numbers_once_at_the_callers_line(engine, sst2):
         line = next_line()
         make_classifier().fit(X, (y == "positive").astype(np.int64))
     assert_at(caught, LabelWordsWarning, line)
+
+
+def test_too_long_texts_are_cut_at_the_end_or_refused(engine, sst2, long_text):
+    """A text past the context is cut at its end, keeping the answer cue, with a
+    warning naming it; its batch-mates are untouched. too_long='raise' refuses it.
+    (Here, not in test_classifier, beside this module's other reads of
+    ``long_text``: the engine's prefix cache serves them the ~8,000-token
+    read this test makes, ~40 s each on a 2-core AVX2 CPU in float32.)"""
+    X, y = sst2
+    fitted = make_classifier().fit(X, y)
+    with pytest.warns(TruncationWarning, match=r"1 text\(s\) .* items \[1\]"):
+        proba = fitted.predict_proba([X[0], long_text, X[1]])
+    np.testing.assert_allclose(proba[[0, 2]], fitted.predict_proba([X[0], X[1]]), atol=1e-12)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    encoded = fitted.plans_[0].encode([{"text": long_text}], engine.tokenizer, engine.max_model_len)
+    assert encoded.truncated == [0]  # reported for the caller's one warning
+    ids = encoded.ids[0]
+    assert len(ids) <= engine.max_model_len - 1
+    assert engine.tokenizer.decode(ids).endswith("great\nSentiment (positive or negative):")
+    with pytest.raises(ValueError, match=r"X item 1 is \d+ tokens .* too_long='truncate'"):
+        make_classifier(too_long="raise").fit(X, y).predict_proba([X[0], long_text])
+    # texts are tokenized batch_size at a time: warnings and errors still name X's items, once
+    chunked = [X[0], X[1], X[2], long_text, X[3], long_text]
+    with pytest.warns(TruncationWarning, match=r"2 text\(s\) .* items \[3, 5\]") as caught:
+        make_classifier(batch_size=2).fit(X, y).predict_proba(chunked)
+    assert len([w for w in caught if issubclass(w.category, TruncationWarning)]) == 1
+    with pytest.raises(InvalidInputError, match=r"X item 3 is \d+ tokens") as info:
+        make_classifier(batch_size=2, too_long="raise").fit(X, y).predict_proba(chunked)
+    assert info.value.items == (3,)  # X's index, across chunks
 
 
 def test_predict_proba_warns_once_per_category_at_the_callers_line(sst2, fitted, long_text):
