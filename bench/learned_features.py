@@ -6,8 +6,9 @@ over the classes: Platt scaling for two classes, matrix scaling for more).
 For each recorded protocol draw (``bench/selection.py``'s results) it refits
 the draw's ``calibration="learned"`` classifiers, the fixed modes "learned"
 and "learned, balanced" and the search's pick where that is a learned one,
-with every read served by the read store the protocol run wrote (no engine
-read: run it with the same ``LLM_LABEL_CLF_READ_STORE``). It keeps what the
+its reads served by the read store the protocol run wrote (run it with the
+same ``LLM_LABEL_CLF_READ_STORE``; reads the store lacks, such as those of
+draws run before it existed, the engine reads into it). It keeps what the
 calibration was given (the training texts' and the 300 test texts'
 log-probabilities) and fits both regressions on it, the same ``C`` grid,
 folds and averaging (``LearnedCalibrator``). Reports per dataset and mode
@@ -37,9 +38,12 @@ FEATURES = ("log-probabilities", "logits")
 
 def features(log_proba: np.ndarray, kind: str) -> np.ndarray:
     """The regression's inputs: the label log-probabilities (normalised over
-    the labels) or their logits (less their mean over the classes)."""
-    normalised = log_proba - logsumexp(log_proba, axis=1, keepdims=True)
-    return normalised if kind == "log-probabilities" else normalised - normalised.mean(axis=1, keepdims=True)
+    the labels) or the library's ``label_logits`` of them."""
+    from llm_label_clf.fitting.calibration import label_logits
+
+    if kind == "logits":
+        return label_logits(log_proba)
+    return log_proba - logsumexp(log_proba, axis=1, keepdims=True)
 
 
 def captured_inputs(params: dict[str, Any], seed: int, train: Any, test: Any) -> dict[str, Any]:
@@ -110,10 +114,9 @@ def run(source: str, datasets: list[str], draws: int) -> dict[str, Any]:
     return out
 
 
-def mean_se(a: np.ndarray, signed: bool = False) -> str:
-    """``mean ± standard error`` of ``a`` (signed: with its sign)."""
-    se = a.std(ddof=1) / np.sqrt(len(a)) if len(a) > 1 else float("nan")
-    return f"{a.mean():+.3f} ± {se:.3f}" if signed else f"{a.mean():.3f} ± {se:.3f}"
+def pm(values: np.ndarray, sign: bool = False) -> str:
+    """``mean ± standard error`` of ``values``, as the protocol's tables write it."""
+    return selection.pm(selection.mean_se(values.tolist()), 3, sign)
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -140,8 +143,8 @@ def markdown(doc: dict[str, Any]) -> str:
         n = len(rows)
         acc = [np.mean([r[f]["accuracy"] for r in rows]) for f in FEATURES]
         worse = [int(((a - zero) > 0.05).sum()) for a in (old, new)]
-        lines.append(f"| {name} ({selection.SETS[name][1]}) | {mode} | {n} | {mean_se(old)} | {mean_se(new)} | "
-                     f"{mean_se(new - old, True)} | {acc[0]:.3f} / {acc[1]:.3f} | {worse[0]} / {worse[1]} |")
+        lines.append(f"| {name} ({selection.SETS[name][1]}) | {mode} | {n} | {pm(old)} | {pm(new)} | "
+                     f"{pm(new - old, True)} | {acc[0]:.3f} / {acc[1]:.3f} | {worse[0]} / {worse[1]} |")
     lines += ["", "\"pick\": the protocol's search pick, where it was a learned calibration (its draws only)."]
     return "\n".join(lines) + "\n"
 

@@ -208,7 +208,8 @@ class LLMLabelClassifier(ClassifierMixin, TransformOutput, BaseEstimator):
         The contextual, batch or "auto" calibration's bias (log probabilities;
         "auto"'s applies to tempered reads).
     calibrator_ : LearnedCalibrator or None
-        The learned calibration.
+        The learned calibration: regressions on the label logits
+        (``label_logits`` of the label log-probabilities).
     plans_ : list of ReadingPlan or JointPlan
         What fit decided about reading, as plain picklable data: one plan
         per output (a joint read: one plan for every output). A worker
