@@ -1,4 +1,4 @@
-"""Build five public labelled text sets as normalised CSVs, from pinned GitHub snapshots.
+"""Build six public labelled text sets as normalised CSVs, from pinned GitHub snapshots.
 
 The sources (repository, commit, paths, object ids, licences) are recorded in
 ``bench/public_sets.md``. Each snapshot must first be brought here with the session's
@@ -13,7 +13,7 @@ single-label sets, ``text,labels[,split]`` for the multi-label ones (names joine
 by ``|``, empty for a text with no label). Source order is kept; every dropped row
 is counted and printed with its reason.
 
-Usage: ``python bench/public_sets.py [name ...]`` (default: all five).
+Usage: ``python bench/public_sets.py [name ...]`` (default: all six).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ DHIM = ("J-zin/DHIM", "477e226cdc5a2c83a6114e46187da1091bd6a345")
 BBC = ("dejanbatanjac/bbc-article-classify-bert", "8265dc84e88b82b87ce7f5b2df5bbbb1159ae922")
 REUTERS = ("colibri17/TextCategorization", "b6c2ca3d46a2540843400890792e5165448b4516")
 SEMEVAL = ("cbaziotis/ntua-slp-semeval2018", "291038d032d9cc7604148345754958695eeb8f11")
+NEWSGROUPS = ("YunomiXavia/20news-bydate", "2298b3e1c9f66cc3f2d8bf6da5dd68f15b37eb88")
 
 DBPEDIA_CLASSES = {"Company", "EducationalInstitution", "Artist", "Athlete", "OfficeHolder", "MeanOfTransportation",
                    "Building", "NaturalPlace", "Village", "Animal", "Plant", "Album", "Film", "WrittenWork"}
@@ -130,22 +131,40 @@ def dbpedia() -> pd.DataFrame:
     return pd.DataFrame({"text": data["text"], "label": data["class_id"].map(names)})
 
 
-def bbc_news() -> pd.DataFrame:
-    """Greene & Cunningham 2006: each bbc/<class>/NNN.txt whole, in path order."""
-    files = read_tree(BBC, "bbc", "ddd147ec1154a686e159140fefe74c96d1713ebe")
+def folder_texts(name: str, files: dict[str, bytes], depth: int) -> pd.DataFrame:
+    """One row per file ``<top>/.../<class>/<file>`` at ``depth`` path parts: the whole file, label = its folder.
+
+    A file is decoded as UTF-8, or as Latin-1 where it is not valid UTF-8 (every byte is then a character);
+    the files so decoded are printed. Files at other depths (a README) are skipped.
+    """
     rows, latin1 = [], []
     for path, data in files.items():
         parts = path.split("/")
-        if len(parts) != 3:  # bbc/README.TXT
+        if len(parts) != depth:
             continue
         try:
             text = data.decode("utf-8")
-        except UnicodeDecodeError:  # a few files of the original are Latin-1 (0xA3 = £)
+        except UnicodeDecodeError:
             text = data.decode("latin-1")
             latin1.append(path)
-        rows.append((text, parts[1]))
-    print(f"bbc_news: decoded {len(latin1)} file(s) as Latin-1, not UTF-8: {latin1}")
+        rows.append((text, parts[-2]))
+    print(f"{name}: decoded {len(latin1)} file(s) as Latin-1, not UTF-8: {latin1}")
     return pd.DataFrame(rows, columns=["text", "label"])
+
+
+def bbc_news() -> pd.DataFrame:
+    """Greene & Cunningham 2006: each bbc/<class>/NNN.txt whole, in path order (a few are Latin-1: 0xA3 = £)."""
+    return folder_texts("bbc_news", read_tree(BBC, "bbc", "ddd147ec1154a686e159140fefe74c96d1713ebe"), depth=3)
+
+
+def newsgroups() -> pd.DataFrame:
+    """20 Newsgroups "bydate", test split: each post whole (its kept headers included), label = its group."""
+    folder = "20news-bydate/20news-bydate-test"
+    files = read_tree(NEWSGROUPS, folder, "ce8fbde5164cca2e442bfc3ea65e93ea103bfc18")
+    data = folder_texts("newsgroups", files, depth=4)
+    if data["label"].nunique() != 20 or len(data) != len(files):
+        sys.exit(f"unexpected {folder}: {len(files)} files, groups {sorted(data['label'].unique())}")
+    return data
 
 
 def _clean(sgml: str) -> str:
@@ -203,7 +222,7 @@ def semeval_ec() -> pd.DataFrame:
 
 
 BUILDERS = {"hate_speech": hate_speech, "dbpedia": dbpedia, "bbc_news": bbc_news, "reuters": reuters,
-            "semeval_ec": semeval_ec}
+            "semeval_ec": semeval_ec, "newsgroups": newsgroups}
 
 
 def _counts(values: pd.Series) -> dict[str, int]:
