@@ -5,9 +5,10 @@ Writes nothing; prints what ``output.txt`` beside it holds (the run of
 2026-12-07). Needs ``newsgroups.csv`` from ``bench/public_sets.py``.
 """
 
-import os
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,8 +16,10 @@ from sklearn.metrics import accuracy_score, log_loss
 
 from llm_label_clf import LLMLabelClassifier, LLMLabelClassifierCV
 
-path = os.path.expanduser("~/.cache/llm_label_clf/datasets/newsgroups.csv")
-df = pd.read_csv(path, dtype=str, keep_default_na=False)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from bench.public_sets import CACHE  # noqa: E402  (where the public sets are built, $LLM_LABEL_CLF_PUBLIC_SETS)
+
+df = pd.read_csv(CACHE / "newsgroups.csv", dtype=str, keep_default_na=False)
 train = df.sample(64, random_state=3)
 test = df.drop(train.index).sample(100, random_state=3)
 lengths = train.text.str.len()
