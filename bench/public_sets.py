@@ -1,4 +1,4 @@
-"""Build six public labelled text sets as normalised CSVs, from pinned GitHub snapshots.
+"""Build seven public labelled text sets as normalised CSVs, from pinned GitHub snapshots.
 
 The sources (repository, commit, paths, object ids, licences) are recorded in
 ``bench/public_sets.md``. Each snapshot must first be brought here with the session's
@@ -13,7 +13,7 @@ single-label sets, ``text,labels[,split]`` for the multi-label ones (names joine
 by ``|``, empty for a text with no label). Source order is kept; every dropped row
 is counted and printed with its reason.
 
-Usage: ``python bench/public_sets.py [name ...]`` (default: all six).
+Usage: ``python bench/public_sets.py [name ...]`` (default: all seven).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ BBC = ("dejanbatanjac/bbc-article-classify-bert", "8265dc84e88b82b87ce7f5b2df5bb
 REUTERS = ("colibri17/TextCategorization", "b6c2ca3d46a2540843400890792e5165448b4516")
 SEMEVAL = ("cbaziotis/ntua-slp-semeval2018", "291038d032d9cc7604148345754958695eeb8f11")
 NEWSGROUPS = ("YunomiXavia/20news-bydate", "2298b3e1c9f66cc3f2d8bf6da5dd68f15b37eb88")
+TWEETEVAL = ("cardiffnlp/tweeteval", "4fbd22cd78421f05b1ecdb4fc5725bc7a7bd8f66")
 
 DBPEDIA_CLASSES = {"Company", "EducationalInstitution", "Artist", "Athlete", "OfficeHolder", "MeanOfTransportation",
                    "Building", "NaturalPlace", "Village", "Animal", "Plant", "Album", "Film", "WrittenWork"}
@@ -167,6 +168,19 @@ def newsgroups() -> pd.DataFrame:
     return data
 
 
+def irony() -> pd.DataFrame:
+    """TweetEval irony (SemEval-2018 Task 3A), test split: one tweet a line, label named by mapping.txt."""
+    folder = "datasets/irony"
+    mapping = read_file(TWEETEVAL, f"{folder}/mapping.txt", "7a12d87cdac338a6bda1698a28622db01d622b4e").decode()
+    names = dict(line.split("\t") for line in mapping.splitlines() if line.strip())
+    texts = read_file(TWEETEVAL, f"{folder}/test_text.txt", "870b1023030bcbb2a6c3a794c7fbe29e890cabad")
+    labels = read_file(TWEETEVAL, f"{folder}/test_labels.txt", "c15912c8f1a5103137befdb26668ada8894b60d6")
+    texts, labels = texts.decode("utf-8").splitlines(), labels.decode().split()
+    if len(texts) != len(labels) or set(labels) != set(names):
+        sys.exit(f"unexpected {folder}: {len(texts)} texts, {len(labels)} labels, ids {sorted(set(labels))}")
+    return pd.DataFrame({"text": [t.rstrip() for t in texts], "label": [names[i] for i in labels]})
+
+
 def _clean(sgml: str) -> str:
     """Unescape SGML entities and drop control characters (keeping newlines and tabs)."""
     return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", html.unescape(sgml)).strip()
@@ -222,7 +236,7 @@ def semeval_ec() -> pd.DataFrame:
 
 
 BUILDERS = {"hate_speech": hate_speech, "dbpedia": dbpedia, "bbc_news": bbc_news, "reuters": reuters,
-            "semeval_ec": semeval_ec, "newsgroups": newsgroups}
+            "semeval_ec": semeval_ec, "newsgroups": newsgroups, "irony": irony}
 
 
 def _counts(values: pd.Series) -> dict[str, int]:

@@ -9,7 +9,7 @@ dataset and size, mean ± standard error over draws: accuracy against the best
 fixed mode (a test-set oracle), zero-shot and batch calibration; macro-F1,
 log-loss, top-label ECE beside its floor, the estimate's bias against the
 pick's test score, and ``fit_cost_``. Defaults are chosen on the design sets
-only (``SETS``). Three public sets (hate_speech, dbpedia, bbc_news: CSVs that
+only (``SETS``). Four public sets (hate_speech, dbpedia, bbc_news, irony: CSVs that
 ``bench/public_sets.py`` builds into its cache folder) are reported only, like
 the report sets, and run only when named or with ``--set public``.
 
@@ -58,6 +58,7 @@ SETS: dict[str, tuple[str, str]] = {
     "hate_speech": ("hate_speech.csv", "public"),
     "dbpedia": ("dbpedia.csv", "public"),
     "bbc_news": ("bbc_news.csv", "public"),
+    "irony": ("irony.csv", "public"),
 }
 KINDS = ("design", "report", "public")
 DEFAULT_DATASETS = [name for name, (_, kind) in SETS.items() if name != "banking77" and kind != "public"]
