@@ -1,9 +1,8 @@
 """Past one machine (``llm_label_clf.distributed``): a fitted estimator scoring
 a Ray Data Dataset on a real local Ray cluster (``ray.init(num_cpus=2)``) and a
-Dask DataFrame on a real ``LocalCluster`` (2 worker processes), with the
-built-in model. Each cluster is started once (class-scoped: the Ray class
-ends, and its cluster with it, before the Dask workers start their engines,
-so at most three engines run beside this process's).
+Dask DataFrame on a real ``LocalCluster`` (DASK_WORKERS worker processes), with
+the built-in model. Each cluster is started once (class-scoped: the Ray class
+ends, and its cluster with it, before the Dask workers start their engines).
 
 Probabilities equal this process's estimator's bit for bit (float32 engines:
 the workers inherit ``LLM_LABEL_CLF_DTYPE`` from conftest), in input order.
@@ -13,9 +12,9 @@ an engine step and come back ~2e-6 nats off, see ``_batch``.)
 Faults are real: actor and worker processes are killed with SIGKILL mid-run;
 bad rows are texts the estimator refuses. No test doubles.
 
-CI starts one Ray actor and one Dask cluster (each worker an engine); the kill
-tests, Ray's own vLLM stage and the estimators over a server are in the full
-tier (``make test-full``).
+CI starts one Ray actor and one Dask cluster of one worker (each an engine);
+the kill tests, Ray's own vLLM stage and the estimators over a server are in
+the full tier (``make test-full``).
 """
 
 from __future__ import annotations
@@ -42,6 +41,12 @@ from llm_label_clf.distributed.dask_frames import check_can_start_engine
 from llm_label_clf.distributed.ray_llm import LabelReadStages, ray_llm_processor
 
 N_TEXTS = 24
+#: The Dask cluster's worker processes, each with an engine. One is enough to
+#: show the contract: the frame is cut into several partitions, each scored
+#: in its own task, and the rows must come back once each, in order, equal to
+#: this process's (a second worker cost a second engine start, ~30 s in CI);
+#: the kill test has the nanny start a worker in place of the killed one.
+DASK_WORKERS = 1
 #: The kill tests read more texts in smaller batches, so the job still runs
 #: when the first batch comes back and the actor or worker is killed.
 N_KILL = 96
@@ -476,7 +481,8 @@ class TestDask:
         from dask.distributed import Client, LocalCluster
 
         with dask.config.set({"distributed.worker.daemon": False}):
-            cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
+            cluster = LocalCluster(n_workers=DASK_WORKERS, processes=True, threads_per_worker=1,
+                                   dashboard_address=None)
             client = Client(cluster)
             try:
                 yield client
@@ -496,7 +502,7 @@ class TestDask:
         # the nanny's thread caps and malloc trim threshold cut the engine's speed by 2.8x: not passed on
         environ = client.run(nanny_environ)
         engines = [names for worker in environ.values() for names in worker["engines"]]
-        assert len(environ) == 2 and all(len(worker["worker"]) == 4 for worker in environ.values()), environ
+        assert len(environ) == DASK_WORKERS and all(len(w["worker"]) == 4 for w in environ.values()), environ
         assert engines and all(names == [] for names in engines), environ
 
     def test_several_outputs_and_labels_reuse_the_workers_engines(self, client, multi, labelled, frame):
@@ -515,7 +521,8 @@ class TestDask:
     @pytest.mark.full
     def test_a_killed_worker_is_replaced_and_loses_nothing(self, client, clf, big_frame, kill_reference):
         """SIGKILL a worker mid-job: its partitions are re-run on the worker the
-        nanny starts instead (a worker that ended by itself first is accepted)."""
+        nanny starts instead, beside any other (a worker that ended by itself
+        first is accepted)."""
         import dask.dataframe as dd
         from dask.distributed import wait
 
@@ -529,7 +536,7 @@ class TestDask:
         wait(futures, timeout=600)
         out = persisted.compute()
         check_scored(out, clf, big_frame["id"], kill_reference, atol=RERUN_ATOL)
-        assert wait_until(lambda: len(client.run(os.getpid)) == 2, deadline_s=600, step_s=0.5)
+        assert wait_until(lambda: len(client.run(os.getpid)) == DASK_WORKERS, deadline_s=600, step_s=0.5)
         if victim is not None:
             assert victim not in client.run(os.getpid).values()
         else:  # every worker ended by itself: each was replaced

@@ -6,9 +6,12 @@ once for all of them (each would spend 40-130 s starting a kernel and an
 engine): notebooks/quickstart.ipynb first, on the first QUICKSTART_N reviews of
 SST-2 dev (so its engine start is the kernel's first, and is checked to be
 quiet), then the capability notebooks on NOTEBOOK_N texts each. CI runs the
-quickstart and one capability notebook; the others are in the full tier
-(``make test-full``). Interrupting the kernel mid-predict leaves its engine
-usable (tested last, in the same kernel)."""
+quickstart (a notebook run end to end in a kernel, and its engine start
+there) and checks every notebook's committed outputs; the capability
+notebooks' runs are in the full tier (``make test-full``), what each shows
+being tested in CI by its module's tests (see CAPABILITIES). Interrupting the
+kernel mid-predict leaves its engine usable (tested last, in the same
+kernel)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,12 @@ SUBSET = 24
 #: One notebook per capability, and the NOTEBOOK_N the suite runs it with
 #: (learning needs 48: 8 labelled questions per class, 4 of them few-shot examples).
 #: In the order they run in the shared kernel: distributed_ray last, since it
-#: ends by stopping the kernel's engines. CI runs the first; the rest are full tier.
+#: ends by stopping the kernel's engines. Their runs are full tier: CI tests
+#: what each shows in its own module (label_modes: test_label_modes.py's
+#: full_sequence, first_token, length_norm, constrained and options tests and
+#: test_classifier.py::test_aliases_are_summed_into_their_class), and the
+#: quickstart's run tests a notebook in this kernel (CI spent ~60 s on the
+#: label_modes run, 2026-12-07).
 CAPABILITIES = {
     "label_modes": 24,
     "several_outputs": 16,
@@ -39,7 +47,6 @@ CAPABILITIES = {
     "command_line": 24,
     "distributed_ray": 24,
 }
-CI_CAPABILITY = "label_modes"
 #: Seconds a cell may run: the quickstart's first cell that reads starts the
 #: kernel's engine (up to ~130 s on a loaded 2-core AVX2 CPU), and its search
 #: cell reads its SUBSET reviews 12 times; a hang, not a slow machine, should hit this.
@@ -256,7 +263,7 @@ def run_capability(shared_kernel, tmp_path_factory):
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param(name, marks=() if name == CI_CAPABILITY else pytest.mark.full) for name in CAPABILITIES],
+    params=[pytest.param(name, marks=pytest.mark.full) for name in CAPABILITIES],
 )
 def capability(request, run_capability):
     """One capability notebook, executed in the shared kernel."""

@@ -63,6 +63,15 @@ def recorded(engine):
     return ReadCache()
 
 
+@pytest.fixture
+def reads_once(recorded):
+    """The test's reads through a cache over ``recorded``: each prompt is read
+    once, and not at all where the ``selected`` fit read it (calibrations
+    are arithmetic on those reads)."""
+    with ReadCache(parent=recorded).active() as cache:
+        yield cache
+
+
 @pytest.fixture(scope="module")
 def selected(engine, sst2, recorded):
     X, y = sst2
@@ -277,10 +286,11 @@ def test_clone_and_pickle(selected, sst2):
     np.testing.assert_allclose(again.predict_proba(X[:6]), selected.predict_proba(X[:6]), atol=CACHE_TOLERANCE)
 
 
-def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine, sst2):
+def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine, sst2, recorded):
     X, y = sst2
     small = dict(prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "batch"], stack=False, cv=3)
-    one = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), rule="best", **small).fit(X, y)
+    with ReadCache(parent=recorded).active():  # the first prompt's zero-shot reads, as ``selected`` made them
+        one = LLMLabelClassifierCV(make_classifier(low_mass="ignore"), rule="best", **small).fit(X, y)
     assert "mean_test_score" in one.cv_results_ and len(one.cv_results_["params"]) == 2
     assert one.best_index_ == np.argmax(one.cv_results_["mean_test_score"])  # "best": the highest mean
     assert one.cv_results_["rank_test_score"][one.best_index_] == 1
@@ -292,7 +302,7 @@ def test_single_scorer_is_named_score_and_refit_must_name_one_of_several(engine,
         LLMLabelClassifierCV(make_classifier(low_mass="ignore"), scoring=["accuracy", "neg_log_loss"], **small).fit(X, y)
 
 
-def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(engine, sst2):
+def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(engine, sst2, recorded):
     """Nine texts, three positive: three or two examples per class would leave
     fewer than two positives to score, so few_shot=3 is lowered to 1; five
     texts are too few for any examples, so few_shot is left out there. The
@@ -308,7 +318,8 @@ def test_few_labelled_texts_lower_the_fold_count_and_few_shot_with_a_warning(eng
     texts, labels = [X[i] for i in rows], y[rows]
     small = dict(prompts=[SST2_TEMPLATE], few_shots=[0, 3], calibrations=[None, "batch"], stack=False)
     base = make_classifier(random_state=0, low_mass="ignore")  # both fits draw the same examples
-    with ReadCache().active(), pytest.warns(UserWarning) as caught:  # and read each prompt once
+    # read each prompt once; the zero-shot reads are those ``selected`` made
+    with ReadCache(parent=recorded).active(), pytest.warns(UserWarning) as caught:
         cv = LLMLabelClassifierCV(base, small_data="search", **small).fit(texts, labels)
         default = LLMLabelClassifierCV(base, **small).fit(texts, labels)
         scored = clone(default).set_params(scoring=["neg_log_loss", "accuracy"], refit="accuracy",
@@ -505,7 +516,7 @@ def test_a_fit_says_each_warning_once_at_the_users_line(engine, sst2):
     assert len({(w.category, str(w.message)) for w in caught}) == len(caught)  # nothing said twice
 
 
-def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2):
+def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2, recorded):
     """Four readers of one read per text would cost 4 x 27 / 24 = 4.5 passes
     over 24 texts (3 content-free inputs each); max_passes=2.5 leaves out the
     few-shot readers, the later first, and never the first reader. fit reads
@@ -514,7 +525,8 @@ def test_max_passes_leaves_out_the_costliest_readers_before_reading(engine, sst2
     chat template: 5 reads per text) cost a reader more, on the same rule."""
     X, y = sst2[0][:24], sst2[1][:24]
     small = dict(prompts=PROMPTS, few_shots=(0, 1), calibrations=[None], cv=3, max_passes=2.5)
-    with pytest.warns(UserWarning, match=r"exceed max_passes=2.5 .* left out: .*'few_shot': 1.*'few_shot': 1"):
+    warned = pytest.warns(UserWarning, match=r"exceed max_passes=2.5 .* left out: .*'few_shot': 1.*'few_shot': 1")
+    with warned, ReadCache(parent=recorded).active():  # the zero-shot reads ``selected`` made: counted all the same
         cv = LLMLabelClassifierCV(make_classifier(random_state=0, low_mass="ignore"), **small).fit(X, y)
     assert [r["few_shot"] for r in cv.readers_] == [0, 0] and [r["few_shot"] for r in cv.skipped_readers_] == [1, 1]
     assert [r["prompt"] for r in cv.readers_] == [PROMPTS[0], PROMPTS[1]["prompt"]]
@@ -776,7 +788,7 @@ def imbalanced(sst2_all):
     return [X[i] for i in rows], y[rows]
 
 
-def test_batch_calibration_aims_at_the_training_prior(engine, imbalanced):
+def test_batch_calibration_aims_at_the_training_prior(engine, imbalanced, reads_once):
     """With the prior from y, the calibrated batch's mean probability lands
     near the (smoothed) class frequency (debiasing renormalises each text, so
     not exactly on it); with a uniform prior near 1/2 each."""
@@ -803,7 +815,7 @@ def test_contextual_bias_includes_the_prior(engine, imbalanced):
     )
 
 
-def test_balanced_class_weight_keeps_the_rare_class(engine, imbalanced):
+def test_balanced_class_weight_keeps_the_rare_class(engine, imbalanced, reads_once):
     """The learned calibration with balanced weights gives the rare class more
     probability than unweighted, and its regularisation was chosen."""
     X, y = imbalanced
@@ -827,7 +839,7 @@ def test_balanced_class_weight_keeps_the_rare_class(engine, imbalanced):
 # --- against scikit-learn's own search and nesting -----------------------------
 
 
-def test_cv_results_equal_a_plain_grid_search_at_a_fraction_of_the_reads(engine, sst2, monkeypatch):
+def test_cv_results_equal_a_plain_grid_search_at_a_fraction_of_the_reads(engine, sst2, monkeypatch, recorded):
     """GridSearchCV over the same candidates, folds and scorer fits and
     predicts every candidate on every fold, reading each time; the selection
     gets the same scores from one read per text. The engine reads are counted
@@ -839,10 +851,11 @@ def test_cv_results_equal_a_plain_grid_search_at_a_fraction_of_the_reads(engine,
     X, y = sst2[0][:24], sst2[1][:24]
     folds = StratifiedKFold(3)
     base = make_classifier(random_state=0, low_mass="ignore")
-    ours = LLMLabelClassifierCV(
-        base, prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "contextual", "batch", "learned"],
-        class_weights=[None], stack=False, cv=folds,
-    ).fit(X, y)
+    with ReadCache(parent=recorded).active():  # the reads ``selected`` made (GridSearchCV's below: the engine's)
+        ours = LLMLabelClassifierCV(
+            base, prompts=[SST2_TEMPLATE], few_shots=[0], calibrations=[None, "contextual", "batch", "learned"],
+            class_weights=[None], stack=False, cv=folds,
+        ).fit(X, y)
     grid = [{name: [value] for name, value in params.items()} for params in ours.cv_results_["params"]]
     counted: list[int] = []
     read = plan_module.read_sequence_logprobs
@@ -861,7 +874,7 @@ def test_cv_results_equal_a_plain_grid_search_at_a_fraction_of_the_reads(engine,
     assert sum(counted) >= 4 * ours.fit_cost_["engine_reads"]
 
 
-def test_nested_in_cross_val_score_inside_a_pipeline(engine, sst2):
+def test_nested_in_cross_val_score_inside_a_pipeline(engine, sst2, recorded):
     """An outer cross_val_score over a Pipeline holding the selection scores
     each outer fold as fitting the selection on that fold would."""
     from sklearn.model_selection import StratifiedKFold, cross_val_score
@@ -875,12 +888,13 @@ def test_nested_in_cross_val_score_inside_a_pipeline(engine, sst2):
     )
     strip = FunctionTransformer(lambda texts: [str(t).strip() for t in texts])
     outer = StratifiedKFold(2)
-    scores = cross_val_score(make_pipeline(strip, selection), X, y, cv=outer, scoring="accuracy")
-    expected = [
-        clone(selection).fit([str(t).strip() for t in X[train]], y[train]).score(
-            [str(t).strip() for t in X[test]], y[test]
-        )
-        for train, test in outer.split(X, y)
-    ]
+    with ReadCache(parent=recorded).active():  # both sides' reads: those ``selected`` made (strip changes no text)
+        scores = cross_val_score(make_pipeline(strip, selection), X, y, cv=outer, scoring="accuracy")
+        expected = [
+            clone(selection).fit([str(t).strip() for t in X[train]], y[train]).score(
+                [str(t).strip() for t in X[test]], y[test]
+            )
+            for train, test in outer.split(X, y)
+        ]
     np.testing.assert_allclose(scores, expected)
     assert 0.0 <= scores.min() and scores.max() <= 1.0
